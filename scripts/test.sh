@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: set up, build (release and sanitizers), run every test. This is the README's
+# test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+jobs=$(nproc)
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
