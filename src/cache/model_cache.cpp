@@ -1,0 +1,84 @@
+#include "cache/model_cache.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace qwenrt {
+
+ModelCache::ModelCache(const ModelConfig& c, int max_sequences, int64_t block_size)
+    : block_size_(block_size),
+      n_attn_(c.count(LayerKind::FullAttention)),
+      n_gdn_(c.count(LayerKind::LinearAttention)),
+      kv_row_(c.num_kv_heads * c.head_dim),
+      conv_floats_((c.linear_conv_kernel - 1) * c.conv_dim()),
+      recurrent_floats_(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim),
+      slots_(static_cast<std::size_t>(max_sequences)) {
+  if (max_sequences < 1) fail("cache needs at least one sequence slot");
+  if (block_size < 1) fail("cache block size must be positive");
+}
+
+int ModelCache::acquire() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.in_use) continue;
+    s.in_use = true;
+    s.length = 0;
+    s.conv.assign(static_cast<std::size_t>(conv_floats_ * n_gdn_), 0.0f);
+    s.recurrent.assign(static_cast<std::size_t>(recurrent_floats_ * n_gdn_), 0.0f);
+    return static_cast<int>(i);
+  }
+  fail("all ", slots_.size(), " sequence slots are in use");
+}
+
+void ModelCache::release(int slot) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
+  free_blocks_.insert(free_blocks_.end(), s.blocks.begin(), s.blocks.end());
+  s = Slot{};
+}
+
+int64_t ModelCache::length(int slot) const { return slots_.at(static_cast<std::size_t>(slot)).length; }
+
+int ModelCache::allocate_block() {
+  if (!free_blocks_.empty()) {
+    int b = free_blocks_.back();
+    free_blocks_.pop_back();
+    return b;
+  }
+  blocks_.push_back(std::make_unique<float[]>(static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_)));
+  return static_cast<int>(blocks_.size() - 1);
+}
+
+void ModelCache::extend(int slot, int64_t new_length) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
+  if (n_attn_ > 0)
+    while (static_cast<int64_t>(s.blocks.size()) * block_size_ < new_length) s.blocks.push_back(allocate_block());
+  s.length = new_length;
+}
+
+float* ModelCache::kv(int attn_layer, int slot, int64_t position, int which) {
+  const Slot& s = slots_[static_cast<std::size_t>(slot)];
+  float* block = blocks_[static_cast<std::size_t>(s.blocks[static_cast<std::size_t>(position / block_size_)])].get();
+  return block + ((attn_layer * 2 + which) * block_size_ + position % block_size_) * kv_row_;
+}
+
+float* ModelCache::key(int attn_layer, int slot, int64_t position) { return kv(attn_layer, slot, position, 0); }
+float* ModelCache::value(int attn_layer, int slot, int64_t position) { return kv(attn_layer, slot, position, 1); }
+
+float* ModelCache::conv_state(int gdn_layer, int slot) {
+  return slots_[static_cast<std::size_t>(slot)].conv.data() + gdn_layer * conv_floats_;
+}
+float* ModelCache::recurrent_state(int gdn_layer, int slot) {
+  return slots_[static_cast<std::size_t>(slot)].recurrent.data() + gdn_layer * recurrent_floats_;
+}
+
+std::size_t ModelCache::state_bytes_per_sequence() const {
+  return static_cast<std::size_t>((conv_floats_ + recurrent_floats_) * n_gdn_) * sizeof(float);
+}
+std::size_t ModelCache::kv_bytes_per_token() const {
+  return static_cast<std::size_t>(n_attn_ * 2 * kv_row_) * sizeof(float);
+}
+
+}  // namespace qwenrt

@@ -1,0 +1,57 @@
+#pragma once
+// Per-sequence state of every layer, owned by the cache.
+//
+// Attention layers: post-norm, post-RoPE K and V in f32, in paged blocks of `block_size` tokens
+// (one block id covers all attention layers; a sequence owns a table of block ids).
+// Gated-DeltaNet layers: the conv state (last K−1 pre-conv rows) and the f32 recurrent state
+// [nv, dk, dv], one slot per sequence.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+
+namespace qwenrt {
+
+class ModelCache {
+ public:
+  ModelCache(const ModelConfig& config, int max_sequences, int64_t block_size = 64);
+
+  int acquire();            // a fresh, empty sequence slot; Error when all are in use
+  void release(int slot);   // frees the slot and its KV blocks
+  int64_t length(int slot) const;  // tokens the slot holds
+  int max_sequences() const { return static_cast<int>(slots_.size()); }
+
+  // Makes room for `new_length` tokens and records it as the slot's length. Called once per step
+  // per sequence before the layers run.
+  void extend(int slot, int64_t new_length);
+
+  // Attention: `attn_layer` counts attention layers only. Rows are [Nkv, Dh].
+  float* key(int attn_layer, int slot, int64_t position);
+  float* value(int attn_layer, int slot, int64_t position);
+
+  // DeltaNet: `gdn_layer` counts linear-attention layers only.
+  float* conv_state(int gdn_layer, int slot);       // [K−1, conv_dim]
+  float* recurrent_state(int gdn_layer, int slot);  // [nv, dk, dv]
+
+  std::size_t state_bytes_per_sequence() const;  // DeltaNet state of one sequence, all layers
+  std::size_t kv_bytes_per_token() const;
+
+ private:
+  struct Slot {
+    bool in_use = false;
+    int64_t length = 0;
+    std::vector<int> blocks;
+    std::vector<float> conv, recurrent;  // all DeltaNet layers of the slot
+  };
+  float* kv(int attn_layer, int slot, int64_t position, int which);
+  int allocate_block();
+
+  int64_t block_size_, n_attn_, n_gdn_, kv_row_;  // kv_row_ = Nkv·Dh floats
+  int64_t conv_floats_, recurrent_floats_;        // per layer per slot
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<float[]>> blocks_;
+  std::vector<int> free_blocks_;
+};
+
+}  // namespace qwenrt

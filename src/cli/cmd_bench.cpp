@@ -1,0 +1,162 @@
+// qwenrt bench: prefill and decode speed on a checkpoint or on random weights with the shapes of a
+// released size, reported against the memory bandwidth measured in the same run.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/memory_bandwidth.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/error.h"
+#include "model/qwen35_model.h"
+#include "model/released_shapes.h"
+
+namespace qwenrt::cli {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::size_t kb;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// Bytes of weight matrices one decode step of `batch` rows must stream: everything, except that a
+// MoE layer reads only the experts its rows pick (at most batch·k distinct ones; assume distinct).
+std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int64_t batch) {
+  std::size_t total = w.matrix_bytes();
+  if (!c.moe) return total;
+  for (const auto& l : w.layers) {
+    const int64_t used = std::min<int64_t>(c.num_experts, batch * c.experts_per_token);
+    const auto& e = l.moe.experts.front();
+    const std::size_t per_expert = e.gate.bytes() + e.up.bytes() + e.down.bytes();
+    total -= per_expert * static_cast<std::size_t>(c.num_experts - used);
+  }
+  return total;
+}
+
+}  // namespace
+
+int run_bench(const Args& args) {
+  Options opt("bench", {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
+  opt.parse(args);
+  apply_threads(opt);
+  if (opt.has("model") == opt.has("synthetic")) fail("bench: give exactly one of --model and --synthetic");
+  const int64_t P = opt.integer_or("prompt-tokens", 128, 1, 1 << 20);
+  const int64_t G = opt.integer_or("gen-tokens", 32, 1, 1 << 20);
+  const int64_t B = opt.integer_or("batch", 1, 1, 4096);
+  const int64_t chunk = opt.integer_or("prefill-chunk", P, 1, 1 << 20);
+  ThreadPool& pool = ThreadPool::global();
+
+  std::string source;
+  std::optional<Qwen35Model> model;
+  const double t_load = now_s();
+  if (opt.has("synthetic")) {
+    source = "synthetic:" + opt.str("synthetic");
+    ModelConfig c = released_shape(opt.str("synthetic"));
+    ModelWeights probe;  // size check before allocating: random weights are all resident
+    std::size_t need = 0;
+    {
+      const int64_t H = c.hidden_size;
+      std::size_t per_layer_params = 0;
+      for (auto kind : c.layer_types) {
+        per_layer_params += kind == LayerKind::FullAttention
+                                ? static_cast<std::size_t>((2 * c.num_heads + 2 * c.num_kv_heads) * c.head_dim * H + H * c.num_heads * c.head_dim)
+                                : static_cast<std::size_t>((c.conv_dim() + 2 * c.value_dim() + 2 * c.linear_num_value_heads) * H);
+        per_layer_params += c.moe ? static_cast<std::size_t>(3 * H * (c.num_experts * c.moe_intermediate_size + c.shared_expert_intermediate_size))
+                                  : static_cast<std::size_t>(3 * H * c.intermediate_size);
+      }
+      need = 2 * (per_layer_params + static_cast<std::size_t>(c.vocab_size * H) * (c.tie_word_embeddings ? 1 : 2));
+    }
+    const std::size_t avail = available_memory_bytes();
+    if (avail != 0 && need > avail * 9 / 10)
+      fail("bench: random weights of ", opt.str("synthetic"), " need ", need / 1e9, " GB of memory but only ", avail / 1e9,
+           " GB are available; try a smaller size (0.8b, 2b, 4b)");
+    model.emplace(c, synthetic_weights(c, 1234));
+  } else {
+    source = opt.str("model");
+    model.emplace(Qwen35Model::load(source));
+  }
+  const ModelConfig& c = model->config();
+  const double load_s = now_s() - t_load;
+
+  const cpu::Bandwidth bw = cpu::measure_bandwidth(pool);
+
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(c.vocab_size, 1 << 30) - 1));
+  ModelCache cache(c, static_cast<int>(B));
+  std::vector<int> slots;
+  for (int64_t b = 0; b < B; ++b) slots.push_back(cache.acquire());
+
+  // Prefill: sequence 0's prompt timed; the others are filled untimed so decode runs at batch B.
+  double prefill_s = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+      Step step{Phase::Window, {{slots[static_cast<std::size_t>(b)], {}}}, false};
+      for (int64_t i = p0; i < std::min(P, p0 + chunk); ++i) step.sequences[0].tokens.push_back(tok(rng));
+      const double t0 = now_s();
+      model->forward(step, cache, pool);
+      if (b == 0) prefill_s += now_s() - t0;
+    }
+  }
+
+  // Decode G steps at batch B (one warm-up step first).
+  auto decode_step = [&] {
+    Step step{Phase::Decode, {}, false};
+    for (int slot : slots) step.sequences.push_back({slot, {tok(rng)}});
+    model->forward(step, cache, pool);
+  };
+  decode_step();
+  const double t0 = now_s();
+  for (int64_t g = 0; g < G; ++g) decode_step();
+  const double decode_s = now_s() - t0;
+  const double step_s = decode_s / static_cast<double>(G);
+
+  // Bytes one step must move: weights once, plus each sequence's DeltaNet state read and written and
+  // its KV read (at the mean context length of the timed steps).
+  const double mean_ctx = static_cast<double>(P) + 1 + static_cast<double>(G + 1) / 2.0;
+  const double bytes_step = static_cast<double>(decode_weight_bytes(c, model->weights(), B)) +
+                            static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
+                                                      mean_ctx * static_cast<double>(cache.kv_bytes_per_token()));
+  const double floor_s = bytes_step / (bw.read_GBps * 1e9);
+
+  nlohmann::json j;
+  j["model"] = source;
+  j["threads"] = pool.size();
+  j["isa"] = cpu::matmul_isa();
+  j["batch"] = B;
+  j["prompt_tokens"] = P;
+  j["gen_tokens"] = G;
+  j["load_s"] = load_s;
+  j["prefill_tok_s"] = static_cast<double>(P) / prefill_s;
+  j["decode_tok_s"] = static_cast<double>(B) / step_s;
+  j["decode_step_ms"] = step_s * 1e3;
+  j["bytes_per_decode_step"] = bytes_step;
+  j["measured_bandwidth_GBps"] = bw.read_GBps;
+  j["measured_copy_bandwidth_GBps"] = bw.copy_GBps;
+  j["decode_floor_ms"] = floor_s * 1e3;
+  j["decode_fraction_of_floor"] = floor_s / step_s;
+  if (opt.flag("json")) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s, %d threads (%s), batch %lld\n", source.c_str(), pool.size(), cpu::matmul_isa(), static_cast<long long>(B));
+    std::printf("prefill  %lld tokens: %.1f tok/s\n", static_cast<long long>(P), static_cast<double>(P) / prefill_s);
+    std::printf("decode   %.2f ms/step, %.2f tok/s; floor %.2f ms (%.1f MB at %.1f GB/s read) -> %.0f%% of floor\n", step_s * 1e3,
+                static_cast<double>(B) / step_s, floor_s * 1e3, bytes_step / 1e6, bw.read_GBps, 100.0 * floor_s / step_s);
+  }
+  return 0;
+}
+
+}  // namespace qwenrt::cli

@@ -1,0 +1,59 @@
+#include <cstdio>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/error.h"
+#include "engine/greedy_generation.h"
+
+namespace qwenrt::cli {
+
+namespace {
+
+std::vector<std::vector<int32_t>> read_batch_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": cannot open batch file");
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+    prompts.push_back(parse_id_list(line, path + ":" + std::to_string(lineno)));
+  }
+  if (prompts.empty()) fail(path, ": batch file holds no prompts");
+  return prompts;
+}
+
+std::string ids_json(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+int run_generate(const Args& args) {
+  Options opt("generate", {"model", "tokens", "batch-file", "max-tokens", "temperature", "stop-ids", "prefill-chunk"}, {"json"});
+  opt.parse(args);
+  apply_threads(opt);
+  if (opt.has("tokens") == opt.has("batch-file")) fail("generate: give exactly one of --tokens and --batch-file");
+  if (opt.number_or("temperature", 0.0, 0.0, 1e6) != 0.0)
+    fail("generate: only greedy decoding (--temperature 0) is available in this build");
+  std::vector<std::vector<int32_t>> prompts =
+      opt.has("tokens") ? std::vector<std::vector<int32_t>>{parse_id_list(opt.str("tokens"), "--tokens")}
+                        : read_batch_file(opt.str("batch-file"));
+  GenerationOptions gen;
+  gen.max_tokens = opt.integer_or("max-tokens", 16, 0, 1 << 24);
+  gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 30);
+  if (opt.has("stop-ids")) gen.stop_ids = parse_id_list(opt.str("stop-ids"), "--stop-ids");
+  const auto model = Qwen35Model::load(opt.str("model"));
+  const auto outputs = generate_greedy(model, prompts, gen, ThreadPool::global());
+  for (const auto& ids : outputs) {
+    if (opt.flag("json")) std::printf("{\"tokens\": %s}\n", ids_json(ids).c_str());
+    else std::printf("%s\n", ids_json(ids).c_str());
+  }
+  return 0;
+}
+
+}  // namespace qwenrt::cli

@@ -1,0 +1,81 @@
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "formats/checkpoint_dir.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace qwenrt::cli {
+
+int run_info(const Args& args) {
+  Options opt("info", {"model"}, {"json"});
+  opt.parse(args);
+  apply_threads(opt);
+  const std::string dir = opt.str("model");
+  CheckpointDir ckpt(dir);
+  const ModelConfig c = parse_model_config(ckpt.config(), dir + "/config.json");
+  const ModelWeights w = bind_weights(c, ckpt);  // validates every tensor
+
+  std::map<std::string, std::pair<int64_t, std::size_t>> by_dtype;  // dtype → (params, bytes)
+  int64_t params = 0, text_params = 0;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    auto& e = by_dtype[std::string(dtype_name(t->dtype))];
+    e.first += t->numel();
+    e.second += t->nbytes;
+    params += t->numel();
+    if (name.rfind("mtp.", 0) != 0 && name.rfind("model.visual.", 0) != 0) text_params += t->numel();
+  }
+  nlohmann::json j;
+  j["architecture"] = c.architecture;
+  j["model_type"] = c.model_type;
+  j["layers"] = c.num_layers;
+  j["layer_pattern"] = c.layer_pattern();
+  j["linear_attention_layers"] = c.count(LayerKind::LinearAttention);
+  j["full_attention_layers"] = c.count(LayerKind::FullAttention);
+  j["hidden_size"] = c.hidden_size;
+  j["vocab_size"] = c.vocab_size;
+  j["attention"] = {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim}, {"rope_theta", c.rope_theta}};
+  j["deltanet"] = {{"key_heads", c.linear_num_key_heads}, {"value_heads", c.linear_num_value_heads},
+                   {"key_head_dim", c.linear_key_head_dim}, {"value_head_dim", c.linear_value_head_dim}, {"conv_kernel", c.linear_conv_kernel}};
+  if (c.moe)
+    j["moe"] = {{"experts", c.num_experts}, {"experts_per_token", c.experts_per_token},
+                {"expert_intermediate_size", c.moe_intermediate_size}, {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}};
+  else
+    j["intermediate_size"] = c.intermediate_size;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["parameters"] = params;
+  j["text_parameters"] = text_params;
+  j["mtp_tensors"] = w.mtp_tensors.size();
+  j["files"] = ckpt.file_count();
+  for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"parameters", e.first}, {"bytes", e.second}};
+
+  if (opt.flag("json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("architecture   %s (%s)\n", c.architecture.c_str(), c.model_type.c_str());
+  std::printf("layers         %lld: %s (L = Gated DeltaNet, A = gated attention)\n", static_cast<long long>(c.num_layers), c.layer_pattern().c_str());
+  std::printf("hidden         %lld, vocab %lld, %s embeddings\n", static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size),
+              c.tie_word_embeddings ? "tied" : "untied");
+  std::printf("attention      %lld q / %lld kv heads of %lld, rotary %lld, theta %g\n", static_cast<long long>(c.num_heads),
+              static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.head_dim), static_cast<long long>(c.rotary_dim), c.rope_theta);
+  std::printf("deltanet       %lld key / %lld value heads, dk %lld, dv %lld, conv %lld\n", static_cast<long long>(c.linear_num_key_heads),
+              static_cast<long long>(c.linear_num_value_heads), static_cast<long long>(c.linear_key_head_dim),
+              static_cast<long long>(c.linear_value_head_dim), static_cast<long long>(c.linear_conv_kernel));
+  if (c.moe)
+    std::printf("moe            %lld experts, top %lld, width %lld, shared %lld\n", static_cast<long long>(c.num_experts),
+                static_cast<long long>(c.experts_per_token), static_cast<long long>(c.moe_intermediate_size),
+                static_cast<long long>(c.shared_expert_intermediate_size));
+  else
+    std::printf("mlp            %lld\n", static_cast<long long>(c.intermediate_size));
+  std::printf("parameters     %lld (text model %lld; %zu MTP tensors)\n", static_cast<long long>(params), static_cast<long long>(text_params),
+              w.mtp_tensors.size());
+  for (const auto& [dt, e] : by_dtype)
+    std::printf("  %-6s       %lld parameters, %.3f MB\n", dt.c_str(), static_cast<long long>(e.first), e.second / 1e6);
+  return 0;
+}
+
+}  // namespace qwenrt::cli

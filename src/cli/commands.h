@@ -1,0 +1,20 @@
+#pragma once
+// One function per subcommand; each takes the arguments after the subcommand name and returns the
+// process exit code. Errors are thrown as qwenrt::Error and reported by main.
+#include <string>
+#include <vector>
+
+namespace qwenrt::cli {
+
+using Args = std::vector<std::string>;
+
+int run_logits(const Args& args);
+int run_generate(const Args& args);
+int run_info(const Args& args);
+int run_bench(const Args& args);
+
+// Applies --threads (default: all hardware threads) to the global pool.
+class Options;
+void apply_threads(const Options& options);
+
+}  // namespace qwenrt::cli

@@ -1,0 +1,47 @@
+// qwenrt: the command-line front end. Subcommands live in cmd_*.cpp.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: qwenrt <command> [options]\n"
+    "commands:\n"
+    "  logits    --model DIR --tokens 1,2,3 --out FILE.npy [--prefill-chunk N]\n"
+    "  generate  --model DIR (--tokens 1,2,3 | --batch-file FILE) --max-tokens N [--temperature 0]\n"
+    "            [--stop-ids A,B] [--prefill-chunk N] [--json]\n"
+    "  info      --model DIR [--json]\n"
+    "  bench     (--model DIR | --synthetic NAME) [--prompt-tokens P] [--gen-tokens G] [--batch B] [--json]\n"
+    "every command takes --threads N\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  qwenrt::cli::Args args(argv + 2, argv + argc);
+  try {
+    if (command == "logits") return qwenrt::cli::run_logits(args);
+    if (command == "generate") return qwenrt::cli::run_generate(args);
+    if (command == "info") return qwenrt::cli::run_info(args);
+    if (command == "bench") return qwenrt::cli::run_bench(args);
+    std::fprintf(stderr, "qwenrt: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const qwenrt::Error& e) {
+    std::fprintf(stderr, "qwenrt %s: error: %s\n", command.c_str(), e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "qwenrt %s: error: out of memory\n", command.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwenrt %s: internal error: %s\n", command.c_str(), e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,35 @@
+#pragma once
+// Command-line options of one subcommand: `--name value` and boolean `--flag`s, declared up front
+// so that anything unknown or malformed is an error naming it.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace qwenrt::cli {
+
+class Options {
+ public:
+  Options(std::string command, std::set<std::string> valued, std::set<std::string> flags);
+  void parse(const std::vector<std::string>& args);
+
+  bool has(const std::string& name) const;
+  bool flag(const std::string& name) const { return flags_set_.count(name) != 0; }
+  std::string str(const std::string& name) const;  // required
+  std::string str_or(const std::string& name, const std::string& fallback) const;
+  int64_t integer_or(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+  double number_or(const std::string& name, double fallback, double lo, double hi) const;
+
+ private:
+  std::string command_;
+  std::set<std::string> valued_, flags_;
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_set_;
+};
+
+// "1,2,3" → ids; errors name the option and the bad entry.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);
+
+}  // namespace qwenrt::cli

@@ -1,0 +1,88 @@
+#include "engine/greedy_generation.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace qwenrt {
+
+int32_t argmax(const float* logits, int64_t n) {
+  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+}
+
+std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk,
+                                 ThreadPool& pool) {
+  if (tokens.empty()) fail("no prompt tokens");
+  if (prefill_chunk < 1) fail("prefill chunk must be at least 1, got ", prefill_chunk);
+  ModelCache cache(model.config(), 1);
+  const int slot = cache.acquire();
+  std::vector<float> all;
+  for (std::size_t b = 0; b < tokens.size(); b += static_cast<std::size_t>(prefill_chunk)) {
+    const std::size_t e = std::min(tokens.size(), b + static_cast<std::size_t>(prefill_chunk));
+    Step step{Phase::Window, {{slot, std::vector<int32_t>(tokens.begin() + static_cast<long>(b), tokens.begin() + static_cast<long>(e))}}, true};
+    auto logits = model.forward(step, cache, pool);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                                  const GenerationOptions& opt, ThreadPool& pool) {
+  if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1, got ", opt.prefill_chunk);
+  if (opt.max_tokens < 0) fail("max tokens must not be negative");
+  for (const auto& p : prompts)
+    if (p.empty()) fail("every prompt needs at least one token");
+  const int64_t V = model.config().vocab_size;
+  const std::size_t n = prompts.size();
+  ModelCache cache(model.config(), static_cast<int>(std::max<std::size_t>(n, 1)));
+  std::vector<int> slots(n);
+  for (auto& s : slots) s = cache.acquire();
+  std::vector<std::vector<int32_t>> out(n);
+  std::vector<int32_t> next(n);
+  std::vector<bool> done(n, opt.max_tokens == 0);
+
+  // Prefill: every prompt advances by one window per step; a prompt's last window yields its
+  // first generated token.
+  std::vector<std::size_t> fed(n, 0);
+  for (;;) {
+    Step step{Phase::Window, {}, false};
+    std::vector<std::size_t> who;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i] || fed[i] == prompts[i].size()) continue;
+      const std::size_t e = std::min(prompts[i].size(), fed[i] + static_cast<std::size_t>(opt.prefill_chunk));
+      step.sequences.push_back({slots[i], std::vector<int32_t>(prompts[i].begin() + static_cast<long>(fed[i]), prompts[i].begin() + static_cast<long>(e))});
+      fed[i] = e;
+      who.push_back(i);
+    }
+    if (who.empty()) break;
+    auto logits = model.forward(step, cache, pool);
+    for (std::size_t j = 0; j < who.size(); ++j)
+      if (fed[who[j]] == prompts[who[j]].size()) next[who[j]] = argmax(&logits[j * V], V);
+  }
+
+  auto accept = [&](std::size_t i) {
+    out[i].push_back(next[i]);
+    const bool stop = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next[i]) != opt.stop_ids.end();
+    if (stop || static_cast<int64_t>(out[i].size()) >= opt.max_tokens) done[i] = true;
+  };
+  for (std::size_t i = 0; i < n; ++i)
+    if (!done[i]) accept(i);
+  for (;;) {
+    Step step{Phase::Decode, {}, false};
+    std::vector<std::size_t> who;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i]) {
+        step.sequences.push_back({slots[i], {next[i]}});
+        who.push_back(i);
+      }
+    if (who.empty()) break;
+    auto logits = model.forward(step, cache, pool);
+    for (std::size_t j = 0; j < who.size(); ++j) {
+      next[who[j]] = argmax(&logits[j * V], V);
+      accept(who[j]);
+    }
+  }
+  return out;
+}
+
+}  // namespace qwenrt

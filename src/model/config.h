@@ -1,0 +1,51 @@
+#pragma once
+// The Qwen 3.5 text-model configuration, read from a Hugging Face config.json (flat, or nested
+// under text_config for the conditional-generation checkpoints) and validated once.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace qwenrt {
+
+enum class LayerKind { LinearAttention, FullAttention };
+
+struct ModelConfig {
+  std::string architecture;  // e.g. Qwen3_5ForConditionalGeneration
+  std::string model_type;    // text model type, e.g. qwen3_5_text
+  bool nested = false;       // config had text_config: weights live under model.language_model.
+  bool moe = false;
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t intermediate_size = 0;  // dense MLP width (0 for MoE)
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  std::vector<LayerKind> layer_types;
+
+  // Gated attention.
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  double rope_theta = 0;
+  bool attn_output_gate = true;
+
+  // Gated DeltaNet.
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel = 0;
+
+  // MoE.
+  int64_t num_experts = 0, experts_per_token = 0, moe_intermediate_size = 0, shared_expert_intermediate_size = 0;
+
+  int64_t mtp_layers = 0;
+
+  int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  int64_t count(LayerKind kind) const;
+  std::string layer_pattern() const;  // e.g. "LLLA LLLA" (L = linear, A = full attention)
+};
+
+// Throws Error naming `source` and the offending field on anything missing or absurd.
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
+
+}  // namespace qwenrt

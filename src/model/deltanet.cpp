@@ -1,0 +1,208 @@
+#include "model/deltanet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+
+namespace qwenrt {
+
+using cpu::MatmulOutput;
+
+void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S) {
+  std::vector<float> kv_mem(static_cast<std::size_t>(dv));
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* q = h.q + t * h.q_stride;
+    const float* k = h.k + t * h.k_stride;
+    const float* v = h.v + t * h.v_stride;
+    float* o = h.o + t * h.o_stride;
+    const float alpha = std::exp(h.g[t * h.gate_stride]), beta = h.beta[t * h.gate_stride];
+    // S ← αS, then w = Sᵀk.
+    std::fill(kv_mem.begin(), kv_mem.end(), 0.0f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv;
+      const float ki = k[i];
+      for (int64_t j = 0; j < dv; ++j) {
+        s[j] *= alpha;
+        kv_mem[j] += s[j] * ki;
+      }
+    }
+    // δ = β(v − w); S ← S + k δᵀ; o = Sᵀq (with the updated state).
+    for (int64_t j = 0; j < dv; ++j) kv_mem[j] = beta * (v[j] - kv_mem[j]);
+    std::fill(o, o + dv, 0.0f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv;
+      const float ki = k[i], qi = q[i];
+      for (int64_t j = 0; j < dv; ++j) {
+        s[j] += ki * kv_mem[j];
+        o[j] += s[j] * qi;
+      }
+    }
+  }
+}
+
+// The chunked (WY) form: within a chunk of C rows with cumulative log decay γ,
+//   (I + A) U = βV,  (I + A) W = β·exp(γ)·K,  A_rs = β_r·exp(γ_r − γ_s)·(k_r·k_s) for s < r,
+//   V' = U − W·S,  O_r = exp(γ_r)·q_r·S + Σ_{s≤r} exp(γ_r − γ_s)(q_r·k_s) V'_s,
+//   S ← exp(γ_C)·S + Σ_s exp(γ_C − γ_s) k_s V'_sᵀ.
+// Algebraically the recurrence; rows enter as matrix products instead of one at a time.
+void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S, int64_t chunk) {
+  const std::size_t C = static_cast<std::size_t>(chunk);
+  std::vector<float> gamma(C), A(C * C), QK(C * C), U(C * static_cast<std::size_t>(dv)), W(C * static_cast<std::size_t>(dk));
+  for (int64_t c0 = 0; c0 < rows; c0 += chunk) {
+    const int64_t L = std::min(chunk, rows - c0);
+    auto q = [&](int64_t r) { return h.q + (c0 + r) * h.q_stride; };
+    auto k = [&](int64_t r) { return h.k + (c0 + r) * h.k_stride; };
+    auto v = [&](int64_t r) { return h.v + (c0 + r) * h.v_stride; };
+    auto beta = [&](int64_t r) { return h.beta[(c0 + r) * h.gate_stride]; };
+    float acc = 0;
+    for (int64_t r = 0; r < L; ++r) gamma[r] = acc += h.g[(c0 + r) * h.gate_stride];
+
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t s = 0; s <= r; ++s) {
+        float kk = 0, qk = 0;
+        for (int64_t i = 0; i < dk; ++i) {
+          kk += k(r)[i] * k(s)[i];
+          qk += q(r)[i] * k(s)[i];
+        }
+        const float decay = std::exp(gamma[r] - gamma[s]);
+        A[r * C + s] = s < r ? beta(r) * decay * kk : 0.0f;
+        QK[r * C + s] = decay * qk;
+      }
+    // Forward substitution for U and W, row by row.
+    for (int64_t r = 0; r < L; ++r) {
+      float* u = &U[r * dv];
+      float* w = &W[r * dk];
+      const float br = beta(r), bg = br * std::exp(gamma[r]);
+      for (int64_t j = 0; j < dv; ++j) u[j] = br * v(r)[j];
+      for (int64_t i = 0; i < dk; ++i) w[i] = bg * k(r)[i];
+      for (int64_t s = 0; s < r; ++s) {
+        const float a = A[r * C + s];
+        for (int64_t j = 0; j < dv; ++j) u[j] -= a * U[s * dv + j];
+        for (int64_t i = 0; i < dk; ++i) w[i] -= a * W[s * dk + i];
+      }
+    }
+    // V' = U − W·S (stored over U), and the inter-chunk output exp(γ_r)·q_r·S.
+    for (int64_t r = 0; r < L; ++r) {
+      float* u = &U[r * dv];
+      float* o = h.o + (c0 + r) * h.o_stride;
+      std::fill(o, o + dv, 0.0f);
+      const float gr = std::exp(gamma[r]);
+      for (int64_t i = 0; i < dk; ++i) {
+        const float wi = W[r * dk + i], qi = q(r)[i] * gr;
+        const float* s = S + i * dv;
+        for (int64_t j = 0; j < dv; ++j) {
+          u[j] -= wi * s[j];
+          o[j] += qi * s[j];
+        }
+      }
+    }
+    // Intra-chunk output.
+    for (int64_t r = 0; r < L; ++r) {
+      float* o = h.o + (c0 + r) * h.o_stride;
+      for (int64_t s = 0; s <= r; ++s) {
+        const float a = QK[r * C + s];
+        for (int64_t j = 0; j < dv; ++j) o[j] += a * U[s * dv + j];
+      }
+    }
+    // State to the end of the chunk.
+    const float gl = std::exp(gamma[L - 1]);
+    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= gl;
+    for (int64_t s = 0; s < L; ++s) {
+      const float d = std::exp(gamma[L - 1] - gamma[s]);
+      for (int64_t i = 0; i < dk; ++i) {
+        const float ki = d * k(s)[i];
+        float* srow = S + i * dv;
+        for (int64_t j = 0; j < dv; ++j) srow[j] += ki * U[s * dv + j];
+      }
+    }
+  }
+}
+
+void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* x, float* out) {
+  const ModelConfig& c = ctx.config;
+  const int64_t T = ctx.layout.total_rows, H = c.hidden_size;
+  const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, K = c.linear_conv_kernel;
+  const int64_t conv_dim = c.conv_dim(), key_dim = c.key_dim(), value_dim = c.value_dim();
+
+  // 1. Projections, one pass over the four weights.
+  std::vector<float> qkv(static_cast<std::size_t>(T * conv_dim)), z(static_cast<std::size_t>(T * value_dim));
+  std::vector<float> b(static_cast<std::size_t>(T * nv)), a(static_cast<std::size_t>(T * nv));
+  const MatmulOutput outs[] = {{w.in_qkv, qkv.data(), conv_dim}, {w.in_z, z.data(), value_dim},
+                               {w.in_b, b.data(), nv}, {w.in_a, a.data(), nv}};
+  cpu::matmul_multi(x, T, H, outs, ctx.pool);
+
+  // 2. Causal depthwise conv over [cached K−1 rows | new rows], then SiLU; the cache keeps the
+  //    last K−1 pre-conv rows.
+  std::vector<float> mixed(static_cast<std::size_t>(T * conv_dim));
+  for (const auto& sp : ctx.layout.spans) {
+    float* state = ctx.cache.conv_state(gdn_layer, sp.slot);
+    std::vector<float> hist(static_cast<std::size_t>((K - 1 + sp.rows) * conv_dim));
+    std::copy(state, state + (K - 1) * conv_dim, hist.begin());
+    std::copy(qkv.begin() + sp.first_row * conv_dim, qkv.begin() + (sp.first_row + sp.rows) * conv_dim,
+              hist.begin() + (K - 1) * conv_dim);
+    ctx.pool.parallel_for(static_cast<std::size_t>(conv_dim), 256, [&](std::size_t c0, std::size_t c1) {
+      for (int64_t t = 0; t < sp.rows; ++t) {
+        float* dst = &mixed[(sp.first_row + t) * conv_dim];
+        for (std::size_t ch = c0; ch < c1; ++ch) {
+          float s = 0;
+          for (int64_t j = 0; j < K; ++j) s += w.conv[ch * K + j] * hist[(t + j) * conv_dim + ch];
+          dst[ch] = cpu::silu(s);
+        }
+      }
+    });
+    std::copy(hist.end() - (K - 1) * conv_dim, hist.end(), state);
+  }
+
+  // 3. Per row: q/k L2 norm (q scaled by dk^-1/2), β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias).
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  ctx.pool.parallel_for(static_cast<std::size_t>(T), 1, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* row = &mixed[r * conv_dim];
+      for (int64_t hk = 0; hk < nk; ++hk) {
+        cpu::l2_normalize(row + hk * dk, dk, 1e-6f, q_scale);
+        cpu::l2_normalize(row + key_dim + hk * dk, dk, 1e-6f, 1.0f);
+      }
+      for (int64_t hv = 0; hv < nv; ++hv) {
+        b[r * nv + hv] = cpu::sigmoid(b[r * nv + hv]);
+        a[r * nv + hv] = w.neg_exp_a[hv] * cpu::softplus(a[r * nv + hv] + w.dt_bias[hv]);
+      }
+    }
+  });
+
+  // 4. The gated delta rule per (sequence, value head); value head h reads key head h / (nv/nk).
+  std::vector<float> o(static_cast<std::size_t>(T * value_dim));
+  const int64_t ratio = nv / nk;
+  const auto& spans = ctx.layout.spans;
+  const bool chunked = ctx.layout.phase == Phase::Window;
+  ctx.pool.parallel_for(spans.size() * static_cast<std::size_t>(nv), 1, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const auto& sp = spans[i / static_cast<std::size_t>(nv)];
+      const int64_t hv = static_cast<int64_t>(i % static_cast<std::size_t>(nv)), hk = hv / ratio;
+      const float* base = &mixed[sp.first_row * conv_dim];
+      DeltaRuleHead head{base + hk * dk, base + key_dim + hk * dk, base + 2 * key_dim + hv * dv,
+                         &b[sp.first_row * nv + hv], &a[sp.first_row * nv + hv], &o[sp.first_row * value_dim + hv * dv],
+                         conv_dim, conv_dim, conv_dim, value_dim, nv};
+      float* S = ctx.cache.recurrent_state(gdn_layer, sp.slot) + hv * dk * dv;
+      if (chunked) delta_rule_chunked(head, sp.rows, dk, dv, S);
+      else delta_rule_recurrent(head, sp.rows, dk, dv, S);
+    }
+  });
+
+  // 5. Gated RMSNorm per head: rmsnorm(o)·w ⊙ silu(z), then the output projection.
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  ctx.pool.parallel_for(static_cast<std::size_t>(T * nv), 16, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      float* oh = &o[i * dv];
+      const float* zh = &z[i * dv];
+      cpu::rms_norm(oh, w.norm.data(), oh, dv, eps);
+      for (int64_t j = 0; j < dv; ++j) oh[j] *= cpu::silu(zh[j]);
+    }
+  });
+  cpu::matmul(o.data(), T, w.out_proj, out, ctx.pool);
+}
+
+}  // namespace qwenrt

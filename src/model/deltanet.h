@@ -1,0 +1,26 @@
+#pragma once
+#include "model/block_context.h"
+#include "model/weights.h"
+
+namespace qwenrt {
+
+// Gated DeltaNet token mixer: out[T, H] from the normed input x[T, H]. `gdn_layer` indexes the
+// layer's conv and recurrent state in the cache.
+void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* x, float* out);
+
+// The gated delta rule for one value head over `rows` tokens, from state S [dk, dv] (updated in
+// place). q, k: row stride q_stride/k_stride, already normalised (q scaled); v: stride v_stride;
+// o: stride o_stride. Exposed for the op tests.
+struct DeltaRuleHead {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* beta;  // per row, stride gate_stride
+  const float* g;     // log decay per row, stride gate_stride
+  float* o;
+  int64_t q_stride, k_stride, v_stride, o_stride, gate_stride;
+};
+void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state);
+void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64);
+
+}  // namespace qwenrt

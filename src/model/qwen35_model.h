@@ -1,0 +1,41 @@
+#pragma once
+// The Qwen 3.5 text decoder: embedding, L hybrid layers (Gated DeltaNet or gated attention, then
+// SwiGLU MLP or MoE), final norm, head. One forward call runs one ragged Step against a cache.
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "cache/model_cache.h"
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/step.h"
+#include "model/weights.h"
+
+namespace qwenrt {
+
+class CheckpointDir;
+
+class Qwen35Model {
+ public:
+  Qwen35Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const CheckpointDir> checkpoint = nullptr);
+
+  // Loads and validates a Hugging Face checkpoint directory.
+  static Qwen35Model load(const std::filesystem::path& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // Runs one step; returns logits [rows, V] for every row (step.all_logits) or for the last row of
+  // each sequence, in step order. Appends the rows to each sequence's cache.
+  std::vector<float> forward(const Step& step, ModelCache& cache, ThreadPool& pool) const;
+
+ private:
+  RowLayout layout(const Step& step, const ModelCache& cache) const;
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::shared_ptr<const CheckpointDir> checkpoint_;  // keeps the mapped files alive
+  std::vector<int> kind_index_;  // per layer: index among layers of its kind (cache addressing)
+};
+
+}  // namespace qwenrt

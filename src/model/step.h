@@ -1,0 +1,38 @@
+#pragma once
+// One forward call: a ragged batch of sequences, each adding some new token rows, flattened into
+// one row matrix. The caller names the phase; blocks never guess it from shapes.
+#include <cstdint>
+#include <vector>
+
+namespace qwenrt {
+
+enum class Phase {
+  Decode,     // exactly one new row per sequence
+  Window,     // several rows per sequence (prompt chunks); DeltaNet runs the chunked form
+  Committed,  // several rows whose results equal appending them one at a time (token-by-token form)
+};
+
+struct StepSequence {
+  int slot = 0;                 // cache slot; rows continue at the slot's current length
+  std::vector<int32_t> tokens;  // new rows
+};
+
+struct Step {
+  Phase phase = Phase::Decode;
+  std::vector<StepSequence> sequences;
+  bool all_logits = false;  // logits for every row, else only each sequence's last row
+};
+
+// Where each sequence's rows sit in the flattened matrix, and each row's position.
+struct RowLayout {
+  struct Span {
+    int slot;
+    int64_t first_row, rows, start_position;
+  };
+  Phase phase;
+  std::vector<Span> spans;
+  std::vector<int64_t> positions;  // per row
+  int64_t total_rows = 0;
+};
+
+}  // namespace qwenrt

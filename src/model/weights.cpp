@@ -1,0 +1,257 @@
+#include "model/weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "formats/checkpoint_dir.h"
+
+namespace qwenrt {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Looks tensors up by name, checks them, and remembers which were used so leftovers are caught.
+class Binder {
+ public:
+  explicit Binder(const CheckpointDir& ckpt) : ckpt_(ckpt) {}
+
+  bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
+
+  const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorInfo* t = ckpt_.find(name);
+    if (!t) fail(ckpt_.dir().string(), ": missing tensor '", name, "' (expected shape ", shape_str(shape), ")");
+    if (t->shape != shape)
+      fail(t->file, ": tensor '", name, "' has shape ", t->shape_string(), ", expected ", shape_str(shape));
+    if (t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32)
+      fail(t->file, ": tensor '", name, "' has dtype ", dtype_name(t->dtype), "; expected BF16, F16 or F32");
+    used_.insert(name);
+    return *t;
+  }
+
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorInfo& t = get(name, {rows, cols});
+    return {t.dtype, rows, cols, t.data};
+  }
+
+  std::vector<float> vector(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorInfo& t = get(name, shape);
+    WeightMatrix m{t.dtype, 1, t.numel(), t.data};
+    std::vector<float> out(static_cast<std::size_t>(t.numel()));
+    m.row_to_f32(0, out.data());
+    for (float v : out)
+      if (!std::isfinite(v)) fail(t.file, ": tensor '", name, "' holds a non-finite value");
+    return out;
+  }
+
+  // The (1 + w) weight of a zero-centred RMSNorm, folded in f32.
+  std::vector<float> zero_centred_norm(const std::string& name, int64_t n) {
+    auto w = vector(name, {n});
+    for (float& v : w) v += 1.0f;
+    return w;
+  }
+
+  std::vector<int64_t> shape_of(const std::string& name) const { return ckpt_.find(name)->shape; }
+  bool used(const std::string& name) const { return used_.count(name) != 0; }
+
+ private:
+  const CheckpointDir& ckpt_;
+  std::set<std::string> used_;
+};
+
+void bind_attention(Binder& b, const ModelConfig& c, const std::string& p, AttentionWeights& a) {
+  const int64_t H = c.hidden_size, Dh = c.head_dim;
+  a.q_proj = b.matrix(p + "q_proj.weight", 2 * c.num_heads * Dh, H);
+  a.k_proj = b.matrix(p + "k_proj.weight", c.num_kv_heads * Dh, H);
+  a.v_proj = b.matrix(p + "v_proj.weight", c.num_kv_heads * Dh, H);
+  a.o_proj = b.matrix(p + "o_proj.weight", H, c.num_heads * Dh);
+  a.q_norm = b.zero_centred_norm(p + "q_norm.weight", Dh);
+  a.k_norm = b.zero_centred_norm(p + "k_norm.weight", Dh);
+}
+
+void bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaNetWeights& g) {
+  const int64_t H = c.hidden_size, nv = c.linear_num_value_heads, K = c.linear_conv_kernel;
+  g.in_qkv = b.matrix(p + "in_proj_qkv.weight", c.conv_dim(), H);
+  g.in_z = b.matrix(p + "in_proj_z.weight", c.value_dim(), H);
+  g.in_b = b.matrix(p + "in_proj_b.weight", nv, H);
+  g.in_a = b.matrix(p + "in_proj_a.weight", nv, H);
+  g.out_proj = b.matrix(p + "out_proj.weight", H, c.value_dim());
+  // Stored [conv_dim, 1, K] as torch writes a depthwise Conv1d; [conv_dim, K] is accepted too.
+  const std::string conv = p + "conv1d.weight";
+  std::vector<int64_t> shape{c.conv_dim(), 1, K};
+  if (b.has(conv) && b.shape_of(conv).size() == 2) shape = {c.conv_dim(), K};
+  g.conv = b.vector(conv, shape);
+  g.dt_bias = b.vector(p + "dt_bias", {nv});
+  auto a_log = b.vector(p + "A_log", {nv});
+  g.neg_exp_a.resize(a_log.size());
+  for (std::size_t i = 0; i < a_log.size(); ++i) g.neg_exp_a[i] = -std::exp(a_log[i]);
+  g.norm = b.vector(p + "norm.weight", {c.linear_value_head_dim});
+}
+
+void bind_mlp(Binder& b, const std::string& p, int64_t H, int64_t I, MlpWeights& m) {
+  m.gate = b.matrix(p + "gate_proj.weight", I, H);
+  m.up = b.matrix(p + "up_proj.weight", I, H);
+  m.down = b.matrix(p + "down_proj.weight", H, I);
+}
+
+void bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights& m) {
+  const int64_t H = c.hidden_size, E = c.num_experts, Ie = c.moe_intermediate_size;
+  m.router = b.matrix(p + "gate.weight", E, H);
+  m.experts.resize(static_cast<std::size_t>(E));
+  if (b.has(p + "experts.gate_up_proj")) {
+    // Fused layout: gate_up [E, 2·Ie, H] (gate rows first), down [E, H, Ie].
+    const TensorInfo& gu = b.get(p + "experts.gate_up_proj", {E, 2 * Ie, H});
+    const TensorInfo& dn = b.get(p + "experts.down_proj", {E, H, Ie});
+    WeightMatrix gate_up{gu.dtype, E * 2 * Ie, H, gu.data}, down{dn.dtype, E * H, Ie, dn.data};
+    for (int64_t e = 0; e < E; ++e) {
+      auto& x = m.experts[static_cast<std::size_t>(e)];
+      x.gate = gate_up.row_slice(e * 2 * Ie, Ie);
+      x.up = gate_up.row_slice(e * 2 * Ie + Ie, Ie);
+      x.down = down.row_slice(e * H, H);
+    }
+  } else {
+    for (int64_t e = 0; e < E; ++e)
+      bind_mlp(b, p + "experts." + std::to_string(e) + ".", H, Ie, m.experts[static_cast<std::size_t>(e)]);
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    m.has_shared = true;
+    bind_mlp(b, p + "shared_expert.", H, c.shared_expert_intermediate_size, m.shared);
+    m.shared_gate = b.matrix(p + "shared_expert_gate.weight", 1, H);
+  }
+}
+
+}  // namespace
+
+std::size_t ModelWeights::matrix_bytes() const {
+  std::size_t n = lm_head.bytes();
+  auto mlp_bytes = [](const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); };
+  for (const auto& l : layers) {
+    if (l.kind == LayerKind::FullAttention)
+      n += l.attn.q_proj.bytes() + l.attn.k_proj.bytes() + l.attn.v_proj.bytes() + l.attn.o_proj.bytes();
+    else
+      n += l.gdn.in_qkv.bytes() + l.gdn.in_z.bytes() + l.gdn.in_b.bytes() + l.gdn.in_a.bytes() + l.gdn.out_proj.bytes();
+    if (l.moe.experts.empty()) {
+      n += mlp_bytes(l.mlp);
+    } else {
+      n += l.moe.router.bytes();
+      for (const auto& e : l.moe.experts) n += mlp_bytes(e);
+      if (l.moe.has_shared) n += mlp_bytes(l.moe.shared) + l.moe.shared_gate.bytes();
+    }
+  }
+  return n;
+}
+
+ModelWeights bind_weights(const ModelConfig& c, const CheckpointDir& ckpt) {
+  Binder b(ckpt);
+  ModelWeights w;
+  const std::string prefix = b.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  w.embed = b.matrix(prefix + "embed_tokens.weight", V, H);
+  const bool has_head = b.has("lm_head.weight");
+  if (c.tie_word_embeddings && has_head)
+    fail(ckpt.dir().string(), ": config says tie_word_embeddings=true but the checkpoint has lm_head.weight");
+  if (!c.tie_word_embeddings && !has_head)
+    fail(ckpt.dir().string(), ": config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
+  w.lm_head = c.tie_word_embeddings ? w.embed : b.matrix("lm_head.weight", V, H);
+  w.final_norm = b.zero_centred_norm(prefix + "norm.weight", H);
+
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.kind = c.layer_types[static_cast<std::size_t>(i)];
+    const std::string p = prefix + "layers." + std::to_string(i) + ".";
+    l.input_norm = b.zero_centred_norm(p + "input_layernorm.weight", H);
+    l.post_norm = b.zero_centred_norm(p + "post_attention_layernorm.weight", H);
+    if (l.kind == LayerKind::FullAttention) bind_attention(b, c, p + "self_attn.", l.attn);
+    else bind_deltanet(b, c, p + "linear_attn.", l.gdn);
+    if (c.moe) bind_moe(b, c, p + "mlp.", l.moe);
+    else bind_mlp(b, p + "mlp.", H, c.intermediate_size, l.mlp);
+    w.layers.push_back(std::move(l));
+  }
+
+  for (const auto& [name, t] : ckpt.tensors()) {
+    if (b.used(name)) continue;
+    if (name.rfind("mtp.", 0) == 0) {
+      w.mtp_tensors.push_back(name);
+      continue;
+    }
+    if (name.rfind("model.visual.", 0) == 0) continue;  // the vision tower loads separately
+    fail(t->file, ": unexpected tensor '", name, "' (not part of a ", c.architecture, " with this config)");
+  }
+  return w;
+}
+
+namespace {
+
+// A bf16 matrix of uniform noise in [−scale, scale], filled in parallel.
+WeightMatrix random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float scale, uint64_t seed) {
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  std::shared_ptr<uint16_t[]> buf(new uint16_t[n]);
+  ThreadPool::global().parallel_for(n, 1 << 16, [&](std::size_t b, std::size_t e) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + b + 1;
+    for (std::size_t i = b; i < e; ++i) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      float u = static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
+      buf[i] = f32_to_bf16(u * scale);
+    }
+  });
+  w.owned.push_back(buf);
+  return {DType::BF16, rows, cols, reinterpret_cast<const std::byte*>(buf.get())};
+}
+
+}  // namespace
+
+ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed) {
+  ModelWeights w;
+  const int64_t H = c.hidden_size;
+  uint64_t s = seed;
+  auto mat = [&](int64_t r, int64_t k) { return random_matrix(w, r, k, 1.0f / std::sqrt(static_cast<float>(k)), ++s); };
+  auto ones = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 1.0f); };
+  w.embed = random_matrix(w, c.vocab_size, H, 1.0f, ++s);
+  w.lm_head = c.tie_word_embeddings ? w.embed : mat(c.vocab_size, H);
+  w.final_norm = ones(H);
+  auto mlp = [&](int64_t I) { return MlpWeights{mat(I, H), mat(I, H), mat(H, I)}; };
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.kind = c.layer_types[static_cast<std::size_t>(i)];
+    l.input_norm = ones(H);
+    l.post_norm = ones(H);
+    if (l.kind == LayerKind::FullAttention) {
+      l.attn = {mat(2 * c.num_heads * c.head_dim, H), mat(c.num_kv_heads * c.head_dim, H),
+                mat(c.num_kv_heads * c.head_dim, H), mat(H, c.num_heads * c.head_dim), ones(c.head_dim), ones(c.head_dim)};
+    } else {
+      const int64_t nv = c.linear_num_value_heads;
+      l.gdn.in_qkv = mat(c.conv_dim(), H);
+      l.gdn.in_z = mat(c.value_dim(), H);
+      l.gdn.in_b = mat(nv, H);
+      l.gdn.in_a = mat(nv, H);
+      l.gdn.out_proj = mat(H, c.value_dim());
+      l.gdn.conv.assign(static_cast<std::size_t>(c.conv_dim() * c.linear_conv_kernel), 0.25f);
+      l.gdn.dt_bias.assign(static_cast<std::size_t>(nv), 0.0f);
+      l.gdn.neg_exp_a.assign(static_cast<std::size_t>(nv), -1.0f);
+      l.gdn.norm = ones(c.linear_value_head_dim);
+    }
+    if (c.moe) {
+      l.moe.router = mat(c.num_experts, H);
+      for (int64_t e = 0; e < c.num_experts; ++e) l.moe.experts.push_back(mlp(c.moe_intermediate_size));
+      if (c.shared_expert_intermediate_size > 0) {
+        l.moe.has_shared = true;
+        l.moe.shared = mlp(c.shared_expert_intermediate_size);
+        l.moe.shared_gate = mat(1, H);
+      }
+    } else {
+      l.mlp = mlp(c.intermediate_size);
+    }
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace qwenrt
