@@ -8,3 +8,5 @@ jobs=$(nproc)
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+# Fuzz smoke run: every parser of untrusted input under libFuzzer with sanitizers for a short while.
+./scripts/fuzz.sh "${QWENRT_FUZZ_SECONDS:-30}"

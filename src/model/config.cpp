@@ -57,6 +57,13 @@ std::optional<bool> bool_field(const json& obj, const char* key, const std::stri
   return it->get<bool>();
 }
 
+std::string string_field(const json& obj, const char* key, const std::string& fallback, const std::string& source) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_string()) fail(source, ": field '", key, "' must be a string");
+  return it->get<std::string>();
+}
+
 void read_layer_types(const json& text, const FieldReader& f, ModelConfig& c) {
   if (const json* lt = f.find("layer_types")) {
     if (!lt->is_array()) fail(f.source(), ": 'layer_types' must be an array");
@@ -98,7 +105,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   auto arch = root.find("architectures");
   if (arch != root.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string())
     c.architecture = (*arch)[0].get<std::string>();
-  std::string top_type = root.value("model_type", std::string());
+  std::string top_type = string_field(root, "model_type", "", source);
 
   const json* text = &root;
   auto tc = root.find("text_config");
@@ -107,7 +114,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
     text = &*tc;
     c.nested = true;
   }
-  c.model_type = text->value("model_type", top_type);
+  c.model_type = string_field(*text, "model_type", top_type, source);
   static const char* kKnown[] = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"};
   bool known = false;
   for (const char* k : kKnown) known |= c.model_type == k;
@@ -148,7 +155,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
     FieldReader r(*rope, f.source() + " rope_parameters");
     theta = r.number_or("rope_theta", theta, 1.0, 1e12);
     partial = r.number_or("partial_rotary_factor", partial, 0.0, 1.0);
-    std::string type = rope->value("rope_type", std::string("default"));
+    std::string type = string_field(*rope, "rope_type", "default", f.source());
     if (type != "default" && type != "mrope")
       fail(f.source(), ": rope_type '", type, "' is not supported (only default/mrope)");
   }
@@ -168,7 +175,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   c.linear_value_head_dim = f.integer("linear_value_head_dim", 1, 4096);
   c.linear_conv_kernel = f.integer_or("linear_conv_kernel_dim", 4, 1, 64);
 
-  std::string act = text->value("hidden_act", std::string("silu"));
+  std::string act = string_field(*text, "hidden_act", "silu", f.source());
   if (act != "silu") fail(f.source(), ": hidden_act '", act, "' is not supported (Qwen 3.5 uses silu)");
 
   if (c.moe) {

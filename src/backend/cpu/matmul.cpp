@@ -1,5 +1,6 @@
 #include "backend/cpu/matmul.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -143,7 +144,12 @@ QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const WeightMat
 }
 
 bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool ok = [] {
+    unsigned a, b, c, d;
+    // F16C is CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports knows it).
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   return ok;
 }
 
