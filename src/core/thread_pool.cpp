@@ -1,6 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "core/error.h"
@@ -18,6 +21,9 @@ std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
+// How long an idle worker spins before sleeping: long enough to bridge the gap between the
+// parallel loops of one forward pass, short enough not to burn a core between requests.
+constexpr auto kSpin = std::chrono::microseconds(200);
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -37,28 +43,25 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   unsigned long seen = 0;
   for (;;) {
-    const std::function<void(std::size_t, std::size_t)>* job;
-    std::size_t n, grain;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+    // Spin, then sleep, until a new generation (job) or stop.
+    auto deadline = std::chrono::steady_clock::now() + kSpin;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+        break;
+      }
+      _mm_pause();
     }
-    auto [b, e] = slice(n, grain, size(), index);
-    if (b < e) (*job)(b, e);
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
-    }
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
+    auto [b, e] = slice(job_n_, job_grain_, size(), index);
+    if (b < e) (*job_)(b, e);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
-void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
-                              const std::function<void(std::size_t, std::size_t)>& fn) {
+void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<std::size_t>(grain, 1);
   if (workers_.empty() || n <= grain) {
@@ -66,18 +69,22 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
     return;
   }
   {
+    // Publish the job under the lock so a worker about to sleep cannot miss it.
     std::lock_guard lock(mutex_);
     job_ = &fn;
     job_n_ = n;
     job_grain_ = grain;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
   auto [b, e] = slice(n, grain, size(), 0);
   if (b < e) fn(b, e);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  // On an oversubscribed machine the workers may need this core: yield after a short spin.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 20000) _mm_pause();
+    else std::this_thread::yield();
+  }
 }
 
 ThreadPool& ThreadPool::global() {
@@ -86,8 +93,6 @@ ThreadPool& ThreadPool::global() {
   return *pool;
 }
 
-void ThreadPool::set_global_threads(int threads) {
-  global_slot() = std::make_unique<ThreadPool>(threads);
-}
+void ThreadPool::set_global_threads(int threads) { global_slot() = std::make_unique<ThreadPool>(threads); }
 
 }  // namespace qwenrt
