@@ -52,13 +52,17 @@ int main(int argc, char** argv) {
     const std::string decoded = tok.decode(ids);
     const double decode_s = seconds_since(t0);
 
+    // FNV-1a over the ids, so the caller can check they equal another tokenizer's.
+    uint64_t ids_hash = 1469598103934665603ull;
+    for (const int32_t id : ids) ids_hash = (ids_hash ^ static_cast<uint32_t>(id)) * 1099511628211ull;
     const double mb = static_cast<double>(text.size()) / 1e6;
     std::printf(
         "{\"bytes\": %zu, \"tokens\": %zu, \"load_s\": %.3f, \"encode_first_s\": %.4f, "
         "\"encode_best_s\": %.4f, \"encode_mb_per_s\": %.2f, \"encode_mtok_per_s\": %.3f, "
-        "\"decode_mb_per_s\": %.1f}\n",
+        "\"decode_mb_per_s\": %.1f, \"ids_fnv1a\": \"%016llx\"}\n",
         text.size(), ids.size(), load_s, first_s, best_s, mb / best_s,
-        static_cast<double>(ids.size()) / 1e6 / best_s, mb / decode_s);
+        static_cast<double>(ids.size()) / 1e6 / best_s, mb / decode_s,
+        static_cast<unsigned long long>(ids_hash));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
