@@ -8,5 +8,9 @@ jobs=$(nproc)
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+# The same suite under AddressSanitizer and UBSan.
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs" --target qwenrt qwenrt_tests qwenrt_text_tests
+ctest --preset asan -j "$jobs"
 # Fuzz smoke run: every parser of untrusted input under libFuzzer with sanitizers for a short while.
 ./scripts/fuzz.sh "${QWENRT_FUZZ_SECONDS:-30}"
