@@ -12,6 +12,10 @@ int run_logits(const Args& args);
 int run_generate(const Args& args);
 int run_info(const Args& args);
 int run_bench(const Args& args);
+int run_tokenize(const Args& args);
+int run_template(const Args& args);
+int run_run(const Args& args);
+int run_chat(const Args& args);
 
 // Applies --threads (default: all hardware threads) to the global pool.
 class Options;

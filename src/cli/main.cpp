@@ -18,6 +18,12 @@ const char* kUsage =
     "            [--stop-ids A,B] [--prefill-chunk N] [--json]\n"
     "  info      --model DIR [--json]\n"
     "  bench     (--model DIR | --synthetic NAME) [--prompt-tokens P] [--gen-tokens G] [--batch B] [--json]\n"
+    "  tokenize  --model DIR                    (text on stdin, JSON ids on stdout)\n"
+    "  template  --model DIR --request FILE.json (prints the rendered prompt)\n"
+    "  run       --model DIR (-p TEXT | -f FILE) [--system S] [--no-think] [--max-tokens N] [--json]\n"
+    "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+    "            [--presence-penalty X] [--frequency-penalty X] [--seed S]\n"
+    "  chat      --model DIR [same sampling options] [--system S] [--no-think]\n"
     "every command takes --threads N\n";
 
 }  // namespace
@@ -34,6 +40,10 @@ int main(int argc, char** argv) {
     if (command == "generate") return qwenrt::cli::run_generate(args);
     if (command == "info") return qwenrt::cli::run_info(args);
     if (command == "bench") return qwenrt::cli::run_bench(args);
+    if (command == "tokenize") return qwenrt::cli::run_tokenize(args);
+    if (command == "template") return qwenrt::cli::run_template(args);
+    if (command == "run") return qwenrt::cli::run_run(args);
+    if (command == "chat") return qwenrt::cli::run_chat(args);
     std::fprintf(stderr, "qwenrt: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const qwenrt::Error& e) {

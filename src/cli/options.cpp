@@ -7,14 +7,16 @@
 
 namespace qwenrt::cli {
 
-Options::Options(std::string command, std::set<std::string> valued, std::set<std::string> flags)
-    : command_(std::move(command)), valued_(std::move(valued)), flags_(std::move(flags)) {
+Options::Options(std::string command, std::set<std::string> valued, std::set<std::string> flags,
+                 std::map<std::string, std::string> short_names)
+    : command_(std::move(command)), valued_(std::move(valued)), flags_(std::move(flags)), short_names_(std::move(short_names)) {
   valued_.insert("threads");
 }
 
 void Options::parse(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
+    std::string a = args[i];
+    if (auto it = short_names_.find(a); it != short_names_.end()) a = "--" + it->second;
     if (a.rfind("--", 0) != 0) fail(command_, ": unexpected argument '", a, "'");
     std::string name = a.substr(2), value;
     bool inline_value = false;

@@ -12,7 +12,8 @@ namespace qwenrt::cli {
 
 class Options {
  public:
-  Options(std::string command, std::set<std::string> valued, std::set<std::string> flags);
+  Options(std::string command, std::set<std::string> valued, std::set<std::string> flags,
+          std::map<std::string, std::string> short_names = {});
   void parse(const std::vector<std::string>& args);
 
   bool has(const std::string& name) const;
@@ -27,6 +28,7 @@ class Options {
   std::set<std::string> valued_, flags_;
   std::map<std::string, std::string> values_;
   std::set<std::string> flags_set_;
+  std::map<std::string, std::string> short_names_;  // "-p" → "prompt"
 };
 
 // "1,2,3" → ids; errors name the option and the bad entry.

@@ -1,0 +1,81 @@
+// qwenrt run: one prompt through the chat template, the completion streamed to stdout.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/text_session.h"
+#include "core/error.h"
+
+namespace qwenrt::cli {
+
+namespace {
+std::set<std::string> with_sampling(std::set<std::string> names) {
+  for (const auto& n : sampling_option_names()) names.insert(n);
+  return names;
+}
+}  // namespace
+
+int run_run(const Args& args) {
+  Options opt("run", with_sampling({"model", "prompt", "file", "system", "max-tokens", "prefill-chunk"}), {"no-think", "json"},
+              {{"-p", "prompt"}, {"-f", "file"}, {"-m", "model"}, {"-n", "max-tokens"}});
+  opt.parse(args);
+  apply_threads(opt);
+  if (opt.has("prompt") == opt.has("file")) fail("run: give exactly one of -p TEXT and -f FILE");
+  std::string prompt;
+  if (opt.has("prompt")) {
+    prompt = opt.str("prompt");
+  } else {
+    std::ifstream in(opt.str("file"), std::ios::binary);
+    if (!in) fail("run: cannot open ", opt.str("file"));
+    prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const bool json = opt.flag("json");
+  TextSession session(opt.str("model"), !json && isatty(2));
+  SampledGenerationOptions gen;
+  gen.sampling = session.default_sampling();
+  apply_sampling_options(opt, gen.sampling);
+  gen.max_tokens = opt.integer_or("max-tokens", 512, 1, 1 << 24);
+  gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 20);
+
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (opt.has("system")) messages.push_back({{"role", "system"}, {"content", opt.str("system")}});
+  messages.push_back({{"role", "user"}, {"content", prompt}});
+
+  const bool dim = isatty(2);
+  auto on_content = [&](const std::string& s) {
+    if (json) return;
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  auto on_reasoning = [&](const std::string& s) {  // reasoning to stderr, dimmed on a terminal
+    if (json) return;
+    std::fprintf(stderr, "%s%s%s", dim ? "\x1b[2m" : "", s.c_str(), dim ? "\x1b[0m" : "");
+  };
+  const TurnResult r = session.turn(messages, !opt.flag("no-think"), gen, on_content, on_reasoning);
+  if (json) {
+    nlohmann::ordered_json out = {
+        {"text", r.content},
+        {"reasoning", r.reasoning},
+        {"tool_calls", r.tool_calls},
+        {"tokens", r.tokens},
+        {"finish_reason", r.stats.finish == GenerationStats::Finish::Length ? "length" : "stop"},
+        {"timings",
+         {{"prompt_tokens", r.stats.prompt_tokens},
+          {"generated_tokens", r.stats.generated_tokens},
+          {"prefill_s", r.stats.prefill_s},
+          {"decode_s", r.stats.decode_s},
+          {"prefill_tok_s", r.stats.prefill_s > 0 ? r.stats.prompt_tokens / r.stats.prefill_s : 0.0},
+          {"decode_tok_s", r.stats.decode_s > 0 ? r.stats.generated_tokens / r.stats.decode_s : 0.0}}}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("\n");
+    if (!r.tool_calls.empty()) std::printf("[tool calls] %s\n", r.tool_calls.dump().c_str());
+  }
+  return 0;
+}
+
+}  // namespace qwenrt::cli

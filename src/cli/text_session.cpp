@@ -1,0 +1,117 @@
+#include "cli/text_session.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/options.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/json_file.h"
+#include "text/chat_template_loader.h"
+#include "text/reasoning_splitter.h"
+#include "text/text_stream.h"
+#include "text/tool_call_parser.h"
+
+namespace qwenrt::cli {
+
+const std::vector<std::string>& sampling_option_names() {
+  static const std::vector<std::string> names = {"temperature", "top-k", "top-p", "min-p", "repeat-penalty",
+                                                 "presence-penalty", "frequency-penalty", "seed"};
+  return names;
+}
+
+void apply_sampling_options(const Options& opt, SamplingParams& p) {
+  p.temperature = static_cast<float>(opt.number_or("temperature", p.temperature, 0.0, 100.0));
+  p.top_k = static_cast<int32_t>(opt.integer_or("top-k", p.top_k, 0, 1 << 24));
+  p.top_p = static_cast<float>(opt.number_or("top-p", p.top_p, 1e-9, 1.0));
+  p.min_p = static_cast<float>(opt.number_or("min-p", p.min_p, 0.0, 1.0));
+  p.repetition_penalty = static_cast<float>(opt.number_or("repeat-penalty", p.repetition_penalty, 1e-3, 100.0));
+  p.presence_penalty = static_cast<float>(opt.number_or("presence-penalty", p.presence_penalty, -2.0, 2.0));
+  p.frequency_penalty = static_cast<float>(opt.number_or("frequency-penalty", p.frequency_penalty, -2.0, 2.0));
+  p.seed = static_cast<uint64_t>(opt.integer_or("seed", static_cast<int64_t>(p.seed), 0, INT64_MAX));
+  p.validate();
+}
+
+TextSession::TextSession(const std::string& model_dir, bool verbose) {
+  namespace fs = std::filesystem;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (verbose) std::fprintf(stderr, "loading %s ...", model_dir.c_str());
+  model_ = std::make_unique<Qwen35Model>(Qwen35Model::load(model_dir));
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load(model_dir));
+  try {
+    auto set = text::ChatTemplateSet::from_directory(model_dir);
+    if (set.empty()) fail(model_dir, ": no chat template (tokenizer_config.json chat_template or chat_template.jinja)");
+    template_ = std::make_unique<text::ChatTemplate>(text::ChatTemplate::parse(set.select()));
+    special_ = set.special_tokens();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(model_dir, ": chat template: ", e.what());
+  }
+  if (tokenizer_->vocab_size() > model_->config().vocab_size)
+    fail(model_dir, ": the tokenizer has ", tokenizer_->vocab_size(), " tokens but the model only ", model_->config().vocab_size);
+  stop_ids_ = tokenizer_->stop_ids();
+
+  // Sampling defaults from generation_config.json, as transformers and vLLM use them.
+  defaults_.seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (fs::exists(fs::path(model_dir) / "generation_config.json")) {
+    const auto g = read_json_file(fs::path(model_dir) / "generation_config.json");
+    if (g.value("do_sample", true) == false) defaults_.temperature = 0.0f;
+    else if (g.contains("temperature") && g["temperature"].is_number()) defaults_.temperature = g["temperature"].get<float>();
+    if (g.contains("top_k") && g["top_k"].is_number_integer()) defaults_.top_k = g["top_k"].get<int32_t>();
+    if (g.contains("top_p") && g["top_p"].is_number()) defaults_.top_p = g["top_p"].get<float>();
+    if (g.contains("min_p") && g["min_p"].is_number()) defaults_.min_p = g["min_p"].get<float>();
+    if (g.contains("repetition_penalty") && g["repetition_penalty"].is_number())
+      defaults_.repetition_penalty = g["repetition_penalty"].get<float>();
+    defaults_.validate();
+  }
+  if (verbose)
+    std::fprintf(stderr, " done in %.1f s (%s, %lld layers)\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), model_->config().architecture.c_str(),
+                 static_cast<long long>(model_->config().num_layers));
+}
+
+std::string TextSession::render(const nlohmann::ordered_json& messages, bool enable_thinking) const {
+  nlohmann::ordered_json request = {{"messages", messages}, {"add_generation_prompt", true}, {"enable_thinking", enable_thinking}};
+  try {
+    return template_->apply(request, special_);
+  } catch (const std::exception& e) {
+    fail("chat template: ", e.what());
+  }
+}
+
+TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable_thinking, const SampledGenerationOptions& options,
+                             const std::function<void(const std::string&)>& on_content,
+                             const std::function<void(const std::string&)>& on_reasoning) {
+  const std::string prompt_text = render(messages, enable_thinking);
+  const std::vector<int32_t> prompt = tokenizer_->encode(prompt_text);
+  // Did the prompt leave a <think> block open (Qwen 3.5 with thinking on)?
+  const auto open = prompt_text.rfind("<think>"), close = prompt_text.rfind("</think>");
+  const bool in_reasoning = open != std::string::npos && (close == std::string::npos || close < open);
+
+  SampledGenerationOptions opt = options;
+  opt.stop_ids.insert(opt.stop_ids.end(), stop_ids_.begin(), stop_ids_.end());
+  ModelCache cache(model_->config(), 1);
+  const int slot = cache.acquire();
+  text::TextStream stream;
+  text::ReasoningSplitter splitter(in_reasoning);
+  TurnResult result;
+  auto emit = [&](const text::TextDelta& d) {
+    if (!d.reasoning.empty()) on_reasoning(d.reasoning), result.reasoning += d.reasoning;
+    if (!d.content.empty()) on_content(d.content), result.content += d.content;
+  };
+  result.stats = generate_sampled(*model_, cache, slot, prompt, opt, [&](const SampledToken& t) {
+    result.tokens.push_back(t.id);
+    if (!tokenizer_->is_special(t.id)) emit(splitter.push(stream.push(tokenizer_->token_bytes(t.id))));
+    return true;
+  }, ThreadPool::global());
+  emit(splitter.push(stream.finish()));
+  emit(splitter.finish());
+  auto parsed = text::parse_tool_calls(result.content);
+  for (const auto& c : parsed.calls) result.tool_calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+  if (!parsed.calls.empty()) result.content = parsed.content;
+  return result;
+}
+
+}  // namespace qwenrt::cli

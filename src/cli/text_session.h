@@ -1,0 +1,55 @@
+#pragma once
+// What `run` and `chat` share: a checkpoint loaded with its tokenizer, chat template and generation
+// defaults, and one turn of a conversation streamed to the terminal.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampled_generation.h"
+#include "model/qwen35_model.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace qwenrt::cli {
+
+class Options;
+
+// The sampling flags shared by run and chat, and how they map onto SamplingParams.
+const std::vector<std::string>& sampling_option_names();
+void apply_sampling_options(const Options& opt, SamplingParams& params);
+
+struct TurnResult {
+  std::string content, reasoning;
+  nlohmann::ordered_json tool_calls = nlohmann::ordered_json::array();
+  std::vector<int32_t> tokens;
+  GenerationStats stats;
+};
+
+class TextSession {
+ public:
+  // Loads everything from `model_dir`; prints progress to stderr when `verbose`.
+  TextSession(const std::string& model_dir, bool verbose);
+
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // generation_config.json defaults (temperature, top_k, top_p, repetition_penalty), then flags.
+  SamplingParams default_sampling() const { return defaults_; }
+
+  // Renders `messages` with the chat template (generation prompt added), generates, and streams
+  // answer text through `on_content` and reasoning through `on_reasoning` as it arrives.
+  TurnResult turn(const nlohmann::ordered_json& messages, bool enable_thinking, const SampledGenerationOptions& options,
+                  const std::function<void(const std::string&)>& on_content, const std::function<void(const std::string&)>& on_reasoning);
+
+  std::string render(const nlohmann::ordered_json& messages, bool enable_thinking) const;
+
+ private:
+  std::unique_ptr<Qwen35Model> model_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<text::ChatTemplate> template_;
+  text::SpecialTokens special_;
+  SamplingParams defaults_;
+  std::vector<int32_t> stop_ids_;
+};
+
+}  // namespace qwenrt::cli

@@ -1,0 +1,57 @@
+#include "engine/sampled_generation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace qwenrt {
+
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, int slot, const std::vector<int32_t>& prompt,
+                                 const SampledGenerationOptions& opt, const std::function<bool(const SampledToken&)>& on_token,
+                                 ThreadPool& pool) {
+  if (prompt.empty()) fail("the prompt is empty");
+  if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1");
+  const int64_t V = model.config().vocab_size;
+  const auto cached = static_cast<std::size_t>(cache.length(slot));
+  if (cached >= prompt.size()) fail("internal: cache slot already holds ", cached, " rows for a ", prompt.size(), "-token prompt");
+  Sampler sampler(opt.sampling);
+  GenerationStats st;
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+
+  const double t0 = now_s();
+  std::vector<float> logits;
+  for (std::size_t b = cached; b < prompt.size(); b += static_cast<std::size_t>(opt.prefill_chunk)) {
+    const std::size_t e = std::min(prompt.size(), b + static_cast<std::size_t>(opt.prefill_chunk));
+    logits = model.forward({Phase::Window, {{slot, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false},
+                           cache, pool);
+  }
+  st.prefill_s = now_s() - t0;
+
+  const double t1 = now_s();
+  std::vector<int32_t> output;
+  while (st.generated_tokens < opt.max_tokens) {
+    const SampledToken tok = sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
+    output.push_back(tok.id);
+    ++st.generated_tokens;
+    const bool keep_going = on_token(tok);
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok.id) != opt.stop_ids.end()) {
+      st.finish = GenerationStats::Finish::StopId;
+      break;
+    }
+    if (!keep_going) {
+      st.finish = GenerationStats::Finish::Callback;
+      break;
+    }
+    if (st.generated_tokens >= opt.max_tokens) break;
+    logits = model.forward({Phase::Decode, {{slot, {tok.id}}}, false}, cache, pool);
+  }
+  st.decode_s = now_s() - t1;
+  return st;
+}
+
+}  // namespace qwenrt

@@ -1,0 +1,32 @@
+#pragma once
+// One sequence generated with a sampler: prefill the prompt in windows, then decode token by token,
+// handing each token to a callback (which streams it and may stop generation).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/qwen35_model.h"
+
+namespace qwenrt {
+
+struct SampledGenerationOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  std::vector<int32_t> stop_ids;  // generation ends after one of these (it is reported)
+  int64_t prefill_chunk = 512;
+};
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prefill_s = 0, decode_s = 0;
+  enum class Finish { Length, StopId, Callback } finish = Finish::Length;
+};
+
+// on_token returns false to stop. The cache slot must be fresh or hold exactly a prefix of the
+// prompt (its rows are reused, the rest is prefilled).
+GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, int slot, const std::vector<int32_t>& prompt,
+                                 const SampledGenerationOptions& options,
+                                 const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool);
+
+}  // namespace qwenrt
