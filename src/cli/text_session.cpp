@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/options.h"
@@ -14,6 +15,20 @@
 #include "text/tool_call_parser.h"
 
 namespace qwenrt::cli {
+
+std::string resolve_model_dir(const Options& opt) {
+  if (opt.has("model")) return opt.str("model");
+  if (const char* env = std::getenv("QWENRT_MODEL"); env && *env) return env;
+  namespace fs = std::filesystem;
+  // The build records where the source tree's demo model is; an installed tree keeps it beside bin/.
+  std::vector<fs::path> candidates = {QWENRT_DEFAULT_MODEL_DIR};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share/qwenrt/models" / fs::path(QWENRT_DEFAULT_MODEL_DIR).filename());
+  for (const auto& c : candidates)
+    if (fs::exists(c / "config.json")) return c.string();
+  fail("no --model given, $QWENRT_MODEL is unset, and the demo model is not at ", candidates.front().string());
+}
 
 const std::vector<std::string>& sampling_option_names() {
   static const std::vector<std::string> names = {"temperature", "top-k", "top-p", "min-p", "repeat-penalty",
