@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)"
+cmake --build --preset fuzz -j "$(nproc)" --target config_fuzz safetensors_header_fuzz
 # Seed corpora from the committed fixtures.
 mkdir -p build/fuzz/corpus/config build/fuzz/corpus/safetensors
 for f in tests/fixtures/*/config.json; do cp "$f" "build/fuzz/corpus/config/$(basename "$(dirname "$f")").json"; done
