@@ -65,6 +65,7 @@ Value dict_fn(Interpreter&, CallArgs& args) {
 Value namespace_fn(Interpreter& in, CallArgs& args) {
   Value init = dict_fn(in, args);
   auto ns = std::make_shared<Namespace>();
+  in.adopt(ns);
   for (const auto& [k, v] : init.as_dict().entries()) {
     if (!k.is_string()) throw_type_error("namespace attribute names must be strings");
     ns->set(k.as_string(), v);

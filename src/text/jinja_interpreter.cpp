@@ -19,6 +19,7 @@ class Macro : public Object {
  public:
   Macro(const MacroStmt& stmt, ScopePtr closure) : stmt_(stmt), closure_(std::move(closure)) {}
   std::string type_name() const override { return "Macro"; }
+  void release_references() override { closure_.reset(); }
   std::string repr() const override { return "<Macro '" + stmt_.name + "'>"; }
   std::optional<Value> attribute(const std::string& name) const override {
     if (name == "name") return Value::string(stmt_.name);
@@ -97,6 +98,10 @@ class LoopObject : public Object {
   void advance(std::size_t index0) { index0_ = index0; }
 
   std::string type_name() const override { return "LoopContext"; }
+  void release_references() override {
+    scope_.reset();
+    last_changed_ = Value();
+  }
   std::string repr() const override {
     return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_->size()) + ">";
   }
@@ -223,6 +228,10 @@ Interpreter::DepthGuard::DepthGuard(Interpreter& interpreter) : interpreter_(int
   }
 }
 
+Interpreter::~Interpreter() {
+  for (const auto& object : adopted_) object->release_references();
+}
+
 std::string Interpreter::render(const Body& body, const ScopePtr& scope) {
   std::string out;
   exec_body(body, scope, out);
@@ -272,7 +281,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope, std
       }
       case StmtKind::Macro: {
         const auto& s = static_cast<const MacroStmt&>(stmt);
-        scope->set(s.name, Value::object(std::make_shared<Macro>(s, scope)));
+        auto macro = std::make_shared<Macro>(s, scope);
+        adopt(macro);
+        scope->set(s.name, Value::object(macro));
         return Flow::Normal;
       }
       case StmtKind::FilterBlock: {
@@ -317,6 +328,7 @@ void Interpreter::render_loop(const ForStmt& stmt, std::vector<Value> items, con
   }
   auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
   auto loop = std::make_shared<LoopObject>(shared_items, depth0, stmt.recursive ? &stmt : nullptr, scope);
+  adopt(loop);
   const Value loop_value = Value::object(loop);
   for (std::size_t i = 0; i < shared_items->size(); ++i) {
     loop->advance(i);

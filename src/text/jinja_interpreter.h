@@ -26,6 +26,15 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 class Interpreter {
  public:
+  Interpreter() = default;
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+  // Breaks the reference cycles of the objects created during the render (see adopt()).
+  ~Interpreter();
+
+  // Registers an object created during this render whose references must be released at the end.
+  void adopt(const std::shared_ptr<Object>& object) { adopted_.push_back(object); }
+
   // Renders `body` in `scope` (normally a child of the globals/context scope).
   std::string render(const Body& body, const ScopePtr& scope);
 
@@ -61,6 +70,7 @@ class Interpreter {
   Value eval_slice(const Value& object, const SliceExpr& slice, const ScopePtr& scope);
 
   int depth_ = 0;
+  std::vector<std::shared_ptr<Object>> adopted_;
 };
 
 }  // namespace qwenrt::text::jinja

@@ -19,6 +19,7 @@ class Namespace : public Object {
   std::string repr() const override;
   std::optional<Value> attribute(const std::string& name) const override;
   void set(const std::string& name, Value value);
+  void release_references() override { attrs_.clear(); }
 
  private:
   std::vector<std::pair<std::string, Value>> attrs_;  // insertion order, for repr

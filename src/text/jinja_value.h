@@ -42,6 +42,9 @@ class Object : public std::enable_shared_from_this<Object> {
   virtual std::optional<Value> attribute(const std::string& name) const;
   virtual bool is_callable() const { return false; }
   virtual Value call(Interpreter& interpreter, CallArgs& args);
+  // Drops references to other values. Called when a render ends, because macros (which reference the
+  // scope they are defined in), loop objects and namespaces can form reference cycles.
+  virtual void release_references() {}
 };
 
 struct UndefinedInfo {

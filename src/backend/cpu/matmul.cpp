@@ -96,7 +96,15 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t
   for (int i = 0; i < NX; ++i)
     for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
   const int64_t k8 = k / 8 * 8;
+  constexpr int64_t kElem = T == DType::F32 ? 4 : 2;
   for (int64_t c = 0; c < k8; c += 8) {
+    // Decode: each weight row is a short stream (a few KB) that the hardware prefetcher barely
+    // gets going on; fetch the next tile's rows (contiguous after these) while this one runs.
+    if constexpr (NX == 1) {
+      if ((c * kElem) % 64 == 0)
+        for (int j = 0; j < NW; ++j)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (NW + j) * w_stride + c * kElem), _MM_HINT_T0);
+    }
     __m256 wv[NW];
     for (int j = 0; j < NW; ++j) wv[j] = load8<T>(w + j * w_stride, c);
     for (int i = 0; i < NX; ++i) {
