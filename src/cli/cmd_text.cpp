@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
-#include "formats/json_file.h"
 #include "text/chat_template_loader.h"
 #include "text/tokenizer.h"
 
@@ -32,13 +31,14 @@ int run_template(const Args& args) {
   opt.parse(args);
   apply_threads(opt);
   const std::string dir = opt.str("model");
-  const nlohmann::json plain = read_json_file(opt.str("request"));
-  // Key order matters to the template (tojson keeps insertion order): re-read ordered.
-  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(plain.dump().empty() ? "{}" : [&] {
-    std::ifstream in(opt.str("request"));
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }());
-  if (!request.is_object()) fail(opt.str("request"), ": the request must be a JSON object");
+  // Ordered: key order reaches the template (tojson keeps insertion order, as Python does).
+  const std::string request_path = opt.str("request");
+  std::ifstream in(request_path, std::ios::binary);
+  if (!in) fail(request_path, ": cannot open");
+  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(
+      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), nullptr, false);
+  if (request.is_discarded()) fail(request_path, ": invalid JSON");
+  if (!request.is_object()) fail(request_path, ": the request must be a JSON object");
   try {
     const auto set = text::ChatTemplateSet::from_directory(dir);
     if (set.empty()) fail(dir, ": no chat template (tokenizer_config.json chat_template or chat_template.jinja)");
