@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 threads=${1:-$(nproc)}
 cmake --preset release >/dev/null
 cmake --build --preset release --target qwenrt matmul_bench >/dev/null
-out="bench/results/$(date -u +%Y-%m-%d)-cpu-0.8b.md"
+out="bench/results/$(date -u +%Y-%m-%d-%H%M)-cpu-0.8b.md"  # one file per run: runs are compared, not overwritten
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 {
   echo "# CPU benchmark, Qwen3.5-0.8B shapes (random bf16 weights)"
