@@ -261,6 +261,17 @@ VLM_TEXT = dict(
     mtp_num_hidden_layers=1,
 )  # fmt: skip
 
+# The head sizes of every released Qwen 3.5 model (attention 256 with rotary 64, DeltaNet 128), on a
+# tiny hidden size: the shapes the CUDA kernels are built for. GQA group 6 as in 27B, nv = 3·nk.
+RELEASED_HEADS = dict(
+    vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+    layer_types=[LIN, LIN, LIN, FULL],
+    num_attention_heads=6, num_key_value_heads=1, head_dim=256,
+    linear_num_key_heads=1, linear_num_value_heads=3,
+    linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+    rms_norm_eps=1e-6, tie_word_embeddings=True, rope_parameters=rope(1e7, 256, [11, 11, 10]),
+)  # fmt: skip
+
 VLM_VISION = dict(
     depth=1, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=64,
     num_position_embeddings=16, patch_size=16, temporal_patch_size=2, spatial_merge_size=2,
@@ -299,6 +310,12 @@ VARIANTS = [
         covers="Qwen3_5ForConditionalGeneration layout: nested text_config/vision_config, "
         "model.language_model.* + model.visual.* + top-level lm_head.weight, mtp.* tensors "
         "(mtp_num_hidden_layers 1), GQA 8/2; reference is the text-only forward",
+    ),
+    Variant(
+        "released_heads", "dense", RELEASED_HEADS, seed=707, prompt_len=70,
+        covers="released head sizes (attention head_dim 256, rotary 64, mrope [11,11,10]; DeltaNet "
+        "dk = dv = 128, conv 4) on hidden 64: GQA 6/1, nv = 3*nk, tied; the shapes the CUDA "
+        "kernels are built for",
     ),
     Variant(
         "mixed_dtypes", "dense", DENSE_UNTIED, seed=606, prompt_len=66,
@@ -1077,7 +1094,7 @@ def main() -> None:
         build_derived(name, *built[base_name], args.out)
 
     covers = {v.name: v.covers for v in VARIANTS} | {n: c for n, (_, c) in DERIVED.items()}
-    order = ["dense_tied", "sharded", "dense_untied", "mixed_dtypes", "dense_odd", "moe", "moe_per_expert", "vlm"]
+    order = ["dense_tied", "sharded", "dense_untied", "mixed_dtypes", "dense_odd", "released_heads", "moe", "moe_per_expert", "vlm"]
     write_readme(args.out, [describe(n, args.out / n) for n in order], covers)
 
 

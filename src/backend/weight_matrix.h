@@ -13,6 +13,10 @@ struct WeightMatrix {
   DType dtype = DType::BF16;
   int64_t rows = 0, cols = 0;
   const std::byte* data = nullptr;
+  // Synthetic weights made on a device: no host data, uniform noise in [−random_scale,
+  // random_scale] from this seed (nonzero) wherever the matrix is uploaded.
+  uint64_t random_seed = 0;
+  float random_scale = 0;
 
   std::size_t row_bytes() const { return static_cast<std::size_t>(cols) * dtype_size(dtype); }
   std::size_t bytes() const { return row_bytes() * static_cast<std::size_t>(rows); }

@@ -6,14 +6,15 @@
 
 namespace qwenrt {
 
-ModelCache::ModelCache(const ModelConfig& c, int max_sequences, int64_t block_size)
+ModelCache::ModelCache(const ModelConfig& c, int max_sequences, int64_t block_size, bool host_storage)
     : block_size_(block_size),
       n_attn_(c.count(LayerKind::FullAttention)),
       n_gdn_(c.count(LayerKind::LinearAttention)),
       kv_row_(c.num_kv_heads * c.head_dim),
       conv_floats_((c.linear_conv_kernel - 1) * c.conv_dim()),
       recurrent_floats_(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim),
-      slots_(static_cast<std::size_t>(max_sequences)) {
+      slots_(static_cast<std::size_t>(max_sequences)),
+      host_storage_(host_storage) {
   if (max_sequences < 1) fail("cache needs at least one sequence slot");
   if (block_size < 1) fail("cache block size must be positive");
 }
@@ -24,8 +25,10 @@ int ModelCache::acquire() {
     if (s.in_use) continue;
     s.in_use = true;
     s.length = 0;
-    s.conv.assign(static_cast<std::size_t>(conv_floats_ * n_gdn_), 0.0f);
-    s.recurrent.assign(static_cast<std::size_t>(recurrent_floats_ * n_gdn_), 0.0f);
+    if (host_storage_) {
+      s.conv.assign(static_cast<std::size_t>(conv_floats_ * n_gdn_), 0.0f);
+      s.recurrent.assign(static_cast<std::size_t>(recurrent_floats_ * n_gdn_), 0.0f);
+    }
     return static_cast<int>(i);
   }
   fail("all ", slots_.size(), " sequence slots are in use");
@@ -46,8 +49,8 @@ int ModelCache::allocate_block() {
     free_blocks_.pop_back();
     return b;
   }
-  blocks_.push_back(std::make_unique<float[]>(static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_)));
-  return static_cast<int>(blocks_.size() - 1);
+  if (host_storage_) blocks_.push_back(std::make_unique<float[]>(static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_)));
+  return block_count_++;
 }
 
 void ModelCache::extend(int slot, int64_t new_length) {
@@ -59,6 +62,7 @@ void ModelCache::extend(int slot, int64_t new_length) {
 }
 
 float* ModelCache::kv(int attn_layer, int slot, int64_t position, int which) {
+  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
   const Slot& s = slots_[static_cast<std::size_t>(slot)];
   float* block = blocks_[static_cast<std::size_t>(s.blocks[static_cast<std::size_t>(position / block_size_)])].get();
   return block + ((attn_layer * 2 + which) * block_size_ + position % block_size_) * kv_row_;
@@ -68,9 +72,11 @@ float* ModelCache::key(int attn_layer, int slot, int64_t position) { return kv(a
 float* ModelCache::value(int attn_layer, int slot, int64_t position) { return kv(attn_layer, slot, position, 1); }
 
 float* ModelCache::conv_state(int gdn_layer, int slot) {
+  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
   return slots_[static_cast<std::size_t>(slot)].conv.data() + gdn_layer * conv_floats_;
 }
 float* ModelCache::recurrent_state(int gdn_layer, int slot) {
+  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
   return slots_[static_cast<std::size_t>(slot)].recurrent.data() + gdn_layer * recurrent_floats_;
 }
 

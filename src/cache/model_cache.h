@@ -5,6 +5,9 @@
 // (one block id covers all attention layers; a sequence owns a table of block ids).
 // Gated-DeltaNet layers: the conv state (last K−1 pre-conv rows) and the f32 recurrent state
 // [nv, dk, dv], one slot per sequence.
+//
+// On a GPU the cache keeps only the bookkeeping here (slots, lengths, block tables) and the device
+// executor keeps the tensors in a DeviceCacheState it attaches to the cache.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -13,9 +16,16 @@
 
 namespace qwenrt {
 
+// What a device executor keeps alongside the cache (its KV pools and state slots).
+class DeviceCacheState {
+ public:
+  virtual ~DeviceCacheState() = default;
+};
+
 class ModelCache {
  public:
-  ModelCache(const ModelConfig& config, int max_sequences, int64_t block_size = 64);
+  // host_storage = false: bookkeeping only (the tensors live on a device).
+  ModelCache(const ModelConfig& config, int max_sequences, int64_t block_size = 64, bool host_storage = true);
 
   int acquire();            // a fresh, empty sequence slot; Error when all are in use
   void release(int slot);   // frees the slot and its KV blocks
@@ -37,6 +47,13 @@ class ModelCache {
   std::size_t state_bytes_per_sequence() const;  // DeltaNet state of one sequence, all layers
   std::size_t kv_bytes_per_token() const;
 
+  int64_t block_size() const { return block_size_; }
+  const std::vector<int>& block_table(int slot) const { return slots_.at(static_cast<std::size_t>(slot)).blocks; }
+  int block_count() const { return block_count_; }  // block ids handed out so far (all < this)
+
+  DeviceCacheState* device_state() const { return device_state_.get(); }
+  void set_device_state(std::unique_ptr<DeviceCacheState> state) { device_state_ = std::move(state); }
+
  private:
   struct Slot {
     bool in_use = false;
@@ -50,8 +67,11 @@ class ModelCache {
   int64_t block_size_, n_attn_, n_gdn_, kv_row_;  // kv_row_ = Nkv·Dh floats
   int64_t conv_floats_, recurrent_floats_;        // per layer per slot
   std::vector<Slot> slots_;
+  bool host_storage_;
+  int block_count_ = 0;
   std::vector<std::unique_ptr<float[]>> blocks_;
   std::vector<int> free_blocks_;
+  std::unique_ptr<DeviceCacheState> device_state_;
 };
 
 }  // namespace qwenrt

@@ -12,6 +12,9 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
+#ifdef QWENRT_HAVE_CUDA
+#include "backend/cuda/device_measure.h"
+#endif
 #include "model/qwen35_model.h"
 #include "model/released_shapes.h"
 
@@ -53,6 +56,7 @@ int run_bench(const Args& args) {
   Options opt("bench", {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
   opt.parse(args);
   apply_threads(opt);
+  const DeviceSpec device = device_option(opt);
   if (opt.has("model") == opt.has("synthetic")) fail("bench: give exactly one of --model and --synthetic");
   const int64_t P = opt.integer_or("prompt-tokens", 128, 1, 1 << 20);
   const int64_t G = opt.integer_or("gen-tokens", 32, 1, 1 << 20);
@@ -80,23 +84,35 @@ int run_bench(const Args& args) {
       }
       need = 2 * (per_layer_params + static_cast<std::size_t>(c.vocab_size * H) * (c.tie_word_embeddings ? 1 : 2));
     }
+    const bool on_gpu = device.kind == DeviceSpec::Kind::Cuda;  // random matrices are made on the GPU
     const std::size_t avail = available_memory_bytes();
-    if (avail != 0 && need > avail * 9 / 10)
+    if (!on_gpu && avail != 0 && need > avail * 9 / 10)
       fail("bench: random weights of ", opt.str("synthetic"), " need ", need / 1e9, " GB of memory but only ", avail / 1e9,
            " GB are available; try a smaller size (0.8b, 2b, 4b)");
-    model.emplace(c, synthetic_weights(c, 1234));
+    model.emplace(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu));
   } else {
     source = opt.str("model");
     model.emplace(Qwen35Model::load(source));
   }
+  model->use_device(device);
   const ModelConfig& c = model->config();
   const double load_s = now_s() - t_load;
 
-  const cpu::Bandwidth bw = cpu::measure_bandwidth(pool);
+  // The ceiling of the device the step runs on: the read bandwidth of the CPU, or the copy
+  // bandwidth (read + write) of the GPU, each measured now.
+  const bool gpu = device.kind == DeviceSpec::Kind::Cuda;
+  cpu::Bandwidth bw{};
+  if (gpu) {
+#ifdef QWENRT_HAVE_CUDA
+    bw.read_GBps = bw.copy_GBps = cuda::copy_bandwidth_GBps();
+#endif
+  } else {
+    bw = cpu::measure_bandwidth(pool);
+  }
 
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(c.vocab_size, 1 << 30) - 1));
-  ModelCache cache(c, static_cast<int>(B));
+  ModelCache cache = model->new_cache(static_cast<int>(B));
   std::vector<int> slots;
   for (int64_t b = 0; b < B; ++b) slots.push_back(cache.acquire());
 
@@ -129,13 +145,17 @@ int run_bench(const Args& args) {
   const double mean_ctx = static_cast<double>(P) + 1 + static_cast<double>(G + 1) / 2.0;
   const double bytes_step = static_cast<double>(decode_weight_bytes(c, model->weights(), B)) +
                             static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
-                                                      mean_ctx * static_cast<double>(cache.kv_bytes_per_token()));
+                                                      mean_ctx * static_cast<double>(cache.kv_bytes_per_token()) / (gpu ? 2.0 : 1.0));  // bf16 KV on the GPU
   const double floor_s = bytes_step / (bw.read_GBps * 1e9);
 
   nlohmann::json j;
   j["model"] = source;
   j["threads"] = pool.size();
-  j["isa"] = cpu::matmul_isa();
+  j["isa"] = gpu ? "cuda" : cpu::matmul_isa();
+  j["device"] = model->device_description();
+#ifdef QWENRT_HAVE_CUDA
+  if (gpu) j["gpu_memory_used_GB"] = static_cast<double>(cuda::device_memory_used()) / 1e9;
+#endif
   j["batch"] = B;
   j["prompt_tokens"] = P;
   j["gen_tokens"] = G;

@@ -50,7 +50,7 @@ int run_chat(const Args& args) {
   opt.parse(args);
   apply_threads(opt);
   const bool interactive = isatty(0) && isatty(1);
-  TextSession session(resolve_model_dir(opt), true);
+  TextSession session(resolve_model_dir(opt), true, device_option(opt));
   SampledGenerationOptions gen;
   gen.sampling = session.default_sampling();
   apply_sampling_options(opt, gen.sampling);

@@ -47,7 +47,9 @@ int run_generate(const Args& args) {
   gen.max_tokens = opt.integer_or("max-tokens", 16, 0, 1 << 24);
   gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 30);
   if (opt.has("stop-ids")) gen.stop_ids = parse_id_list(opt.str("stop-ids"), "--stop-ids");
-  const auto model = Qwen35Model::load(opt.str("model"));
+  const DeviceSpec device = device_option(opt);
+  auto model = Qwen35Model::load(opt.str("model"));
+  model.use_device(device);
   const auto outputs = generate_greedy(model, prompts, gen, ThreadPool::global());
   for (const auto& ids : outputs) {
     if (opt.flag("json")) std::printf("{\"tokens\": %s}\n", ids_json(ids).c_str());

@@ -14,6 +14,7 @@ int run_info(const Args& args) {
   Options opt("info", {"model"}, {"json"});
   opt.parse(args);
   apply_threads(opt);
+  device_option(opt);  // accepted everywhere; this command computes nothing on it
   const std::string dir = opt.str("model");
   CheckpointDir ckpt(dir);
   const ModelConfig c = parse_model_config(ckpt.config(), dir + "/config.json");

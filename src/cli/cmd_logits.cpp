@@ -13,7 +13,9 @@ int run_logits(const Args& args) {
   apply_threads(opt);
   const auto tokens = parse_id_list(opt.str("tokens"), "--tokens");
   const std::string out = opt.str("out");
-  const auto model = Qwen35Model::load(opt.str("model"));
+  const DeviceSpec device = device_option(opt);
+  auto model = Qwen35Model::load(opt.str("model"));
+  model.use_device(device);
   const int64_t chunk = opt.integer_or("prefill-chunk", static_cast<int64_t>(tokens.size()), 1, 1 << 30);
   const auto logits = prompt_logits(model, tokens, chunk, ThreadPool::global());
   const int64_t shape[] = {static_cast<int64_t>(tokens.size()), model.config().vocab_size};

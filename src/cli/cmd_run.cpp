@@ -34,7 +34,7 @@ int run_run(const Args& args) {
     prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const bool json = opt.flag("json");
-  TextSession session(resolve_model_dir(opt), !json && isatty(2));
+  TextSession session(resolve_model_dir(opt), !json && isatty(2), device_option(opt));
   SampledGenerationOptions gen;
   gen.sampling = session.default_sampling();
   apply_sampling_options(opt, gen.sampling);

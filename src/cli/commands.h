@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
+
 namespace qwenrt::cli {
 
 using Args = std::vector<std::string>;
@@ -20,5 +22,8 @@ int run_chat(const Args& args);
 // Applies --threads (default: all hardware threads) to the global pool.
 class Options;
 void apply_threads(const Options& options);
+
+// --device (default cpu), parsed and checked: Error when the build or the machine cannot run it.
+DeviceSpec device_option(const Options& options);
 
 }  // namespace qwenrt::cli

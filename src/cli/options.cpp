@@ -11,6 +11,7 @@ Options::Options(std::string command, std::set<std::string> valued, std::set<std
                  std::map<std::string, std::string> short_names)
     : command_(std::move(command)), valued_(std::move(valued)), flags_(std::move(flags)), short_names_(std::move(short_names)) {
   valued_.insert("threads");
+  valued_.insert("device");
 }
 
 void Options::parse(const std::vector<std::string>& args) {

@@ -48,11 +48,12 @@ void apply_sampling_options(const Options& opt, SamplingParams& p) {
   p.validate();
 }
 
-TextSession::TextSession(const std::string& model_dir, bool verbose) {
+TextSession::TextSession(const std::string& model_dir, bool verbose, const DeviceSpec& device) {
   namespace fs = std::filesystem;
   const auto t0 = std::chrono::steady_clock::now();
   if (verbose) std::fprintf(stderr, "loading %s ...", model_dir.c_str());
   model_ = std::make_unique<Qwen35Model>(Qwen35Model::load(model_dir));
+  model_->use_device(device);
   tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load(model_dir));
   try {
     auto set = text::ChatTemplateSet::from_directory(model_dir);
@@ -107,7 +108,7 @@ TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable
 
   SampledGenerationOptions opt = options;
   opt.stop_ids.insert(opt.stop_ids.end(), stop_ids_.begin(), stop_ids_.end());
-  ModelCache cache(model_->config(), 1);
+  ModelCache cache = model_->new_cache(1);
   const int slot = cache.acquire();
   text::TextStream stream;
   text::ReasoningSplitter splitter(in_reasoning);

@@ -33,7 +33,7 @@ struct TurnResult {
 class TextSession {
  public:
   // Loads everything from `model_dir`; prints progress to stderr when `verbose`.
-  TextSession(const std::string& model_dir, bool verbose);
+  TextSession(const std::string& model_dir, bool verbose, const DeviceSpec& device = {});
 
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // generation_config.json defaults (temperature, top_k, top_p, repetition_penalty), then flags.

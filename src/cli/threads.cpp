@@ -11,4 +11,10 @@ void apply_threads(const Options& options) {
   ThreadPool::set_global_threads(static_cast<int>(options.integer_or("threads", hw, 1, 1024)));
 }
 
+DeviceSpec device_option(const Options& options) {
+  const DeviceSpec spec = parse_device(options.str_or("device", "cpu"));
+  require_device(spec);
+  return spec;
+}
+
 }  // namespace qwenrt::cli

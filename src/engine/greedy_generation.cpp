@@ -14,7 +14,7 @@ std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int
                                  ThreadPool& pool) {
   if (tokens.empty()) fail("no prompt tokens");
   if (prefill_chunk < 1) fail("prefill chunk must be at least 1, got ", prefill_chunk);
-  ModelCache cache(model.config(), 1);
+  ModelCache cache = model.new_cache(1);
   const int slot = cache.acquire();
   std::vector<float> all;
   for (std::size_t b = 0; b < tokens.size(); b += static_cast<std::size_t>(prefill_chunk)) {
@@ -34,7 +34,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
     if (p.empty()) fail("every prompt needs at least one token");
   const int64_t V = model.config().vocab_size;
   const std::size_t n = prompts.size();
-  ModelCache cache(model.config(), static_cast<int>(std::max<std::size_t>(n, 1)));
+  ModelCache cache = model.new_cache(static_cast<int>(std::max<std::size_t>(n, 1)));
   std::vector<int> slots(n);
   for (auto& s : slots) s = cache.acquire();
   std::vector<std::vector<int32_t>> out(n);

@@ -8,6 +8,7 @@
 #include "formats/checkpoint_dir.h"
 #include "model/attention.h"
 #include "model/deltanet.h"
+#include "model/device_forward.h"
 #include "model/feed_forward.h"
 
 namespace qwenrt {
@@ -23,6 +24,19 @@ Qwen35Model Qwen35Model::load(const std::filesystem::path& dir) {
   ModelConfig config = parse_model_config(ckpt->config(), (dir / "config.json").string());
   ModelWeights weights = bind_weights(config, *ckpt);
   return Qwen35Model(std::move(config), std::move(weights), std::move(ckpt));
+}
+
+void Qwen35Model::use_device(const DeviceSpec& device) {
+  device_forward_ = make_device_forward(device, config_, weights_);
+  device_ = device;
+}
+
+std::string Qwen35Model::device_description() const {
+  return device_forward_ ? device_forward_->describe() : std::string("cpu");
+}
+
+ModelCache Qwen35Model::new_cache(int max_sequences) const {
+  return ModelCache(config_, max_sequences, 64, /*host_storage=*/device_forward_ == nullptr);
 }
 
 RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
@@ -49,6 +63,7 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
 std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool) const {
   const RowLayout lay = layout(step, cache);
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
+  if (device_forward_) return device_forward_->forward(step, lay, cache);
   const int64_t T = lay.total_rows, H = config_.hidden_size, V = config_.vocab_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   BlockContext ctx{config_, lay, cache, pool};

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/device.h"
 #include "cache/model_cache.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
@@ -14,6 +15,7 @@
 namespace qwenrt {
 
 class CheckpointDir;
+class DeviceForward;
 
 class Qwen35Model {
  public:
@@ -24,6 +26,14 @@ class Qwen35Model {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+
+  // Moves the forward pass to `device` (weights uploaded now); cpu keeps it here.
+  void use_device(const DeviceSpec& device);
+  const DeviceSpec& device() const { return device_; }
+  std::string device_description() const;
+
+  // A cache for this model where it runs (host tensors on the CPU, device tensors on a GPU).
+  ModelCache new_cache(int max_sequences) const;
 
   // Runs one step; returns logits [rows, V] for every row (step.all_logits) or for the last row of
   // each sequence, in step order. Appends the rows to each sequence's cache.
@@ -36,6 +46,8 @@ class Qwen35Model {
   ModelWeights weights_;
   std::shared_ptr<const CheckpointDir> checkpoint_;  // keeps the mapped files alive
   std::vector<int> kind_index_;  // per layer: index among layers of its kind (cache addressing)
+  DeviceSpec device_;
+  std::shared_ptr<DeviceForward> device_forward_;  // null on the CPU
 };
 
 }  // namespace qwenrt

@@ -208,13 +208,20 @@ WeightMatrix random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float sc
 
 }  // namespace
 
-ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed) {
+ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_matrices) {
   ModelWeights w;
   const int64_t H = c.hidden_size;
   uint64_t s = seed;
-  auto mat = [&](int64_t r, int64_t k) { return random_matrix(w, r, k, 1.0f / std::sqrt(static_cast<float>(k)), ++s); };
+  auto random = [&](int64_t r, int64_t k, float scale) {
+    if (host_matrices) return random_matrix(w, r, k, scale, ++s);
+    WeightMatrix m{DType::BF16, r, k, nullptr};
+    m.random_seed = ++s;
+    m.random_scale = scale;
+    return m;
+  };
+  auto mat = [&](int64_t r, int64_t k) { return random(r, k, 1.0f / std::sqrt(static_cast<float>(k))); };
   auto ones = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 1.0f); };
-  w.embed = random_matrix(w, c.vocab_size, H, 1.0f, ++s);
+  w.embed = random(c.vocab_size, H, 1.0f);
   w.lm_head = c.tie_word_embeddings ? w.embed : mat(c.vocab_size, H);
   w.final_norm = ones(H);
   auto mlp = [&](int64_t I) { return MlpWeights{mat(I, H), mat(I, H), mat(H, I)}; };

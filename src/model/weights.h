@@ -69,7 +69,8 @@ struct ModelWeights {
 // malformed tensor is an Error naming the file and tensor.
 ModelWeights bind_weights(const ModelConfig& config, const CheckpointDir& checkpoint);
 
-// Random weights with the real shapes of `config` (for benchmarks), bf16 matrices.
-ModelWeights synthetic_weights(const ModelConfig& config, uint64_t seed);
+// Random weights with the real shapes of `config` (for benchmarks), bf16 matrices. Without
+// host_matrices the matrices hold only their seeds and are made on the device at upload.
+ModelWeights synthetic_weights(const ModelConfig& config, uint64_t seed, bool host_matrices = true);
 
 }  // namespace qwenrt

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the CUDA test and benchmark binaries here (nvcc, no GPU needed) and gathers them in .gpu/,
+# the folder the device call carries (ignored by git). Then, on the GPU machine:
+#   scripts/gpu_suite.sh .gpu
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build/gpu
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQWENRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${QWENRT_CUDA_ARCHS:-90a-real}" >/dev/null
+targets=(qwenrt qwenrt_cuda_tests)
+for b in bench/cuda/*_bench.cpp; do targets+=("cuda_$(basename "$b" .cpp)"); done
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+rm -rf .gpu && mkdir -p .gpu
+for t in "${targets[@]}"; do cp "$build/$t" .gpu/; done
+strip .gpu/* 2>/dev/null || true
+du -sh .gpu

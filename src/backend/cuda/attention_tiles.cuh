@@ -1,0 +1,70 @@
+#pragma once
+// Device pieces shared by the attention kernels: where a cached position lives in the paged pools,
+// asynchronous 16-byte copies into shared memory, and head rows in shared memory laid out so that
+// ldmatrix reads them without bank conflicts.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/paged_kv.h"
+
+namespace qwenrt::cuda {
+
+// Element offset of (position, kv head) in a K or V pool: the block table names the block, the
+// position's remainder the row inside it.
+__device__ __forceinline__ int64_t paged_offset(const PagedKv& kv, const int32_t* table, int pos, int kv_head) {
+  const int page = pos / kv.block_size, row = pos - page * kv.block_size;
+  const int64_t block = table[page];
+  return ((block * kv.block_size + row) * kv.num_kv_heads + kv_head) * kAttentionHeadDim;
+}
+
+// A tile in shared memory holds whole head rows (256 bf16 = 512 bytes = 32 chunks of 16 bytes).
+// ldmatrix reads one 16-byte chunk from each of 8 consecutive rows; with a plain 512-byte stride
+// those all sit in the same four banks. XOR-ing the chunk index with the row's low three bits puts
+// the 8 chunks in 8 different bank groups. Returns the byte offset of (row, chunk).
+constexpr int kHeadRowBytes = kAttentionHeadDim * 2;
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return static_cast<uint32_t>(row * kHeadRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+// 16 bytes global → shared without passing through registers (L2 only: K/V rows are read once per
+// block). With `fill` false nothing is read and the 16 bytes are zeroed, so masked rows hold finite
+// values (0·V must not be NaN).
+__device__ __forceinline__ void cp_async16(uint32_t smem_addr, const void* gmem, bool fill) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem), "r"(fill ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// The calling warp copies one head row (512 bytes) into row `row` of a swizzled tile; lane i takes
+// chunk i, so each copy instruction moves one contiguous row.
+__device__ __forceinline__ void copy_head_row_async(uint32_t tile, int row, const __nv_bfloat16* src, bool fill, int lane) {
+  cp_async16(tile + swizzled(row, lane), src + 8 * lane, fill);
+}
+
+// Four 8×8 bf16 matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
+// Plain: lane (g, t) receives row g, columns 2t..2t+1 of each. Transposed: rows 2t..2t+1, column g.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
+// Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+}  // namespace qwenrt::cuda

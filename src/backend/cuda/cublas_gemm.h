@@ -1,0 +1,29 @@
+#pragma once
+// Prompt-sized matrix products (more than 64 activation rows) through cuBLAS, loaded at run time
+// with dlopen: the engine starts and runs on the CPU where no CUDA libraries are installed, and
+// only a CUDA prefill needs libcublas.so. Same contract as skinny_gemm: bf16 x and W, f32 y.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace qwenrt::cuda {
+
+class CublasGemm {
+ public:
+  CublasGemm();  // loads the library and creates a handle; Error naming what is missing
+  ~CublasGemm();
+  CublasGemm(const CublasGemm&) = delete;
+  CublasGemm& operator=(const CublasGemm&) = delete;
+
+  // y[b * ldy + r] (+)= Σ_i x[b * ldx + i] · w[r * k + i] for b < n, r < rows.
+  void gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
+            int64_t ldy, bool accumulate, cudaStream_t stream);
+
+ private:
+  struct Api;
+  Api* api_ = nullptr;
+  void* handle_ = nullptr;
+};
+
+}  // namespace qwenrt::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// Per-row ops of the CUDA backend (the GPU side of backend/cpu/ops.h): embedding gather, RMSNorm
+// into the bf16 rows the matrix products read, SwiGLU, residual add. One block per row.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace qwenrt::cuda {
+
+// out[r, :] = table[tokens[r], :] widened to f32.
+void embed_rows(const int32_t* tokens, int64_t rows, const __nv_bfloat16* table, int64_t width, float* out,
+                cudaStream_t stream);
+
+// y[r, :] = x[src_r, :] · rsqrt(mean(x²) + eps) · w in bf16, with src_r = row_index[r] when given
+// (the final norm of only the rows whose logits are wanted), else r.
+void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t rows,
+                   int64_t width, float eps, cudaStream_t stream, const int32_t* row_index = nullptr);
+
+// out[r, i] = silu(gu[r, i]) · gu[r, width + i] in bf16 (gate and up side by side in one row).
+void swiglu_rows(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width,
+                 cudaStream_t stream);
+
+// y += x, elementwise over n floats.
+void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// f32 → bf16 rows (round to nearest even), for matrix-product inputs computed in f32.
+void to_bf16_rows(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width,
+                  cudaStream_t stream);
+
+}  // namespace qwenrt::cuda

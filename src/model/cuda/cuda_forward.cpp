@@ -1,0 +1,310 @@
+#include "model/cuda/cuda_forward.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "backend/cuda/attention_decode.h"
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention_prepare.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/deltanet_decode.h"
+#include "backend/cuda/row_ops.h"
+#include "backend/cuda/skinny_gemm.h"
+#include "core/error.h"
+
+namespace qwenrt {
+
+using bf16 = __nv_bfloat16;
+using cuda::DeviceBuffer;
+
+namespace {
+
+// A device buffer that grows to the largest size asked of it (contents not kept).
+struct Growable {
+  DeviceBuffer buf;
+  template <typename T>
+  T* get(std::size_t count) {
+    const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 16);
+    if (buf.bytes() < bytes) buf = DeviceBuffer(bytes);
+    return buf.as<T>();
+  }
+};
+
+template <typename T>
+void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
+  T* d = g.get<T>(host.size());
+  if (!host.empty()) QWENRT_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+}  // namespace
+
+// Activations of one step, sized for its rows.
+struct CudaForward::Scratch {
+  Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
+  Growable h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+};
+
+// The tensors of a ModelCache on this GPU: per slot all DeltaNet layers' conv rings and
+// recurrent states (one contiguous range, zeroed when a sequence starts), per attention layer a
+// K and a V pool of blocks that grows with the cache's block ids.
+struct CudaForward::CacheState final : DeviceCacheState {
+  int64_t gdn_layer_floats = 0, conv_floats = 0, slot_floats = 0;
+  DeviceBuffer gdn;
+  std::vector<DeviceBuffer> k_pool, v_pool;
+  int64_t pool_blocks = 0, block_floats = 0;  // block_floats: bf16 elements of one block of one layer
+
+  void reserve_blocks(int64_t needed, cudaStream_t s) {
+    if (needed <= pool_blocks) return;
+    const int64_t grown = std::max<int64_t>(needed, pool_blocks * 2);
+    for (auto* pools : {&k_pool, &v_pool})
+      for (auto& p : *pools) {
+        DeviceBuffer bigger(static_cast<std::size_t>(grown * block_floats) * sizeof(bf16));
+        if (pool_blocks > 0)
+          QWENRT_CUDA_CHECK(cudaMemcpyAsync(bigger.get(), p.get(), static_cast<std::size_t>(pool_blocks * block_floats) * sizeof(bf16),
+                                            cudaMemcpyDeviceToDevice, s));
+        QWENRT_CUDA_CHECK(cudaStreamSynchronize(s));
+        p = std::move(bigger);
+      }
+    pool_blocks = grown;
+  }
+};
+
+CudaForward::CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights)
+    : device_(device_index), config_(config), scratch_(std::make_unique<Scratch>()) {
+  const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
+  device_name_ = info.name;
+  if (const std::string why = unsupported(config); !why.empty()) fail("--device cuda: ", why, "; use --device cpu");
+  weights_ = upload_weights(config, weights);
+  int attn = 0, gdn = 0;
+  for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
+  QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+std::string CudaForward::unsupported(const ModelConfig& c) {
+  std::ostringstream why;
+  if (c.moe) why << "mixture-of-experts models do not run on the CUDA backend yet";
+  else if (c.head_dim != cuda::kAttentionHeadDim)
+    why << "attention head_dim " << c.head_dim << " is not built (" << cuda::kAttentionHeadDim << " is, as in every released Qwen 3.5)";
+  else if (c.linear_key_head_dim != cuda::kDeltaNetDecodeHeadDim || c.linear_value_head_dim != cuda::kDeltaNetDecodeHeadDim ||
+           c.linear_conv_kernel != cuda::kDeltaNetDecodeConvKernel)
+    why << "DeltaNet head dims " << c.linear_key_head_dim << "/" << c.linear_value_head_dim << " with conv kernel " << c.linear_conv_kernel
+        << " are not built (" << cuda::kDeltaNetDecodeHeadDim << "/" << cuda::kDeltaNetDecodeHeadDim << " with " << cuda::kDeltaNetDecodeConvKernel
+        << " are, as in every released Qwen 3.5)";
+  else if (c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > cuda::kDecodeMaxGroup)
+    why << c.num_heads << " query heads per " << c.num_kv_heads << " kv heads: groups of at most " << cuda::kDecodeMaxGroup << " are built";
+  else if (c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0)
+    why << "hidden size " << c.hidden_size << " and FFN size " << c.intermediate_size << " must be multiples of 8";
+  return why.str();
+}
+
+CudaForward::~CudaForward() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string CudaForward::describe() const {
+  return "cuda:" + std::to_string(device_) + " (" + device_name_ + ", " + std::to_string(weights_.arena.bytes() >> 20) + " MiB of weights)";
+}
+
+CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
+  if (auto* s = dynamic_cast<CacheState*>(cache.device_state())) return *s;
+  if (cache.device_state()) fail("internal: the cache belongs to another device executor");
+  auto s = std::make_unique<CacheState>();
+  const ModelConfig& c = config_;
+  const int64_t n_gdn = c.count(LayerKind::LinearAttention), n_attn = c.count(LayerKind::FullAttention);
+  s->conv_floats = c.linear_conv_kernel * c.conv_dim();
+  // Recurrent states start on a 16-byte boundary (the kernel moves them in float4s).
+  s->conv_floats = (s->conv_floats + 3) / 4 * 4;
+  s->gdn_layer_floats = s->conv_floats + c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+  s->slot_floats = n_gdn * s->gdn_layer_floats;
+  s->gdn = DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, s->slot_floats * cache.max_sequences())) * sizeof(float));
+  s->block_floats = cache.block_size() * c.num_kv_heads * c.head_dim;
+  s->k_pool.resize(static_cast<std::size_t>(n_attn));
+  s->v_pool.resize(static_cast<std::size_t>(n_attn));
+  CacheState& ref = *s;
+  cache.set_device_state(std::move(s));
+  return ref;
+}
+
+void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets) {
+  if (n <= 8) {
+    // Decode rows: one weight-streaming launch for all targets.
+    std::vector<cuda::GemmSegment> segs;
+    for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
+    cuda::skinny_gemm(x, n, k, ldx, segs, stream_);
+    return;
+  }
+  if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
+  for (const auto& t : targets) cublas_->gemm(x, n, k, ldx, t.w.data, t.w.rows, t.y, t.ldy, t.accumulate, stream_);
+}
+
+void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& lay, CacheState& cs) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int64_t T = lay.total_rows, H = c.hidden_size, nv = c.linear_num_value_heads, vd = c.value_dim(), cd = c.conv_dim();
+  float* qkv = s.qkv.get<float>(static_cast<std::size_t>(T * cd));
+  float* z = s.z.get<float>(static_cast<std::size_t>(T * vd));
+  float* ba = s.ba.get<float>(static_cast<std::size_t>(T * 2 * nv));
+  bf16* o = s.gdn_out.get<bf16>(static_cast<std::size_t>(T * vd));
+  const bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
+  matmul(xn, T, H, H, {{w.in_qkv, qkv, cd}, {w.in_z, z, vd}, {w.in_b, ba, 2 * nv}, {w.in_a, ba + nv, 2 * nv}});
+
+  cuda::DeltaNetDecodeArgs a;
+  a.ld_qkv = cd;
+  a.ld_z = vd;
+  a.ld_ba = 2 * nv;
+  a.conv_w = w.conv;
+  a.neg_exp_a = w.neg_exp_a;
+  a.dt_bias = w.dt_bias;
+  a.norm_w = w.gdn_norm;
+  a.eps = static_cast<float>(c.rms_norm_eps);
+  a.conv_state = cs.gdn.as<float>() + gdn_layer * cs.gdn_layer_floats;
+  a.rec_state = a.conv_state + cs.conv_floats;
+  a.conv_slot_stride = a.rec_slot_stride = cs.slot_floats;
+  a.ld_out = vd;
+  a.nk = static_cast<int>(c.linear_num_key_heads);
+  a.nv = static_cast<int>(nv);
+  a.dk = static_cast<int>(c.linear_key_head_dim);
+  a.dv = static_cast<int>(c.linear_value_head_dim);
+  a.K = static_cast<int>(c.linear_conv_kernel);
+  const int32_t* slots = s.row_slot.get<int32_t>(static_cast<std::size_t>(T));
+  const int64_t* positions = s.pos64.get<int64_t>(static_cast<std::size_t>(T));
+  auto launch = [&](int64_t row, int64_t rows) {
+    a.qkv = qkv + row * cd;
+    a.z = z + row * vd;
+    a.b = ba + row * 2 * nv;
+    a.a = ba + row * 2 * nv + nv;
+    a.slots = slots + row;
+    a.positions = positions + row;
+    a.out = o + row * vd;
+    a.B = static_cast<int>(rows);
+    cuda::deltanet_decode(a, stream_);
+  };
+  if (lay.phase == Phase::Decode) {
+    launch(0, T);
+  } else {
+    // Windows run the recurrence a row at a time for now (the chunked tensor-core form is next).
+    for (const auto& sp : lay.spans)
+      for (int64_t r = 0; r < sp.rows; ++r) launch(sp.first_row + r, 1);
+  }
+  matmul(o, T, vd, vd, {{w.out_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
+}
+
+void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& lay, CacheState& cs) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int64_t T = lay.total_rows, H = c.hidden_size, Nq = c.num_heads, Nkv = c.num_kv_heads, Dh = c.head_dim;
+  float* qg = s.qg.get<float>(static_cast<std::size_t>(T * 2 * Nq * Dh));
+  float* k = s.k.get<float>(static_cast<std::size_t>(T * Nkv * Dh));
+  float* v = s.v.get<float>(static_cast<std::size_t>(T * Nkv * Dh));
+  bf16* q = s.q_bf.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
+  bf16* out = s.attn_out.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
+  const bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
+  matmul(xn, T, H, H, {{w.q_proj, qg, 2 * Nq * Dh}, {w.k_proj, k, Nkv * Dh}, {w.v_proj, v, Nkv * Dh}});
+
+  cuda::PagedKv kv;
+  kv.k = cs.k_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
+  kv.v = cs.v_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
+  kv.num_blocks = cs.pool_blocks;
+  kv.block_size = static_cast<int>(block_size_);
+  kv.num_kv_heads = static_cast<int>(Nkv);
+  kv.head_dim = static_cast<int>(Dh);
+  kv.block_tables = s.block_tables.get<int32_t>(1);
+  kv.max_blocks_per_seq = max_blocks_per_seq_;
+  const cuda::AttentionRows rows{s.pos32.get<int32_t>(static_cast<std::size_t>(T)), s.row_seq.get<int32_t>(static_cast<std::size_t>(T)), T};
+  const cuda::QkNormRope norm{w.q_norm, w.k_norm, static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim), c.rope_theta};
+  cuda::attention_prepare(rows, qg, k, v, static_cast<int>(Nq), norm, kv, q, stream_);
+  if (lay.phase == Phase::Decode) {
+    const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(T, static_cast<int>(Nq), max_len_);
+    void* ws = s.attn_ws.get<std::byte>(ws_bytes);
+    cuda::attention_decode(q, qg, rows.positions, T, static_cast<int>(Nq), max_len_, kv, ws, ws_bytes, out, stream_);
+  } else {
+    const cuda::PrefillWindows windows{s.span_first.get<int32_t>(lay.spans.size() + 1), rows.positions,
+                                       static_cast<int>(lay.spans.size()), T};
+    cuda::attention_prefill(q, qg, windows, static_cast<int>(Nq), kv, out, stream_);
+  }
+  matmul(out, T, Nq * Dh, Nq * Dh, {{w.o_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
+}
+
+std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache) {
+  QWENRT_CUDA_CHECK(cudaSetDevice(device_));
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  CacheState& cs = cache_state(cache);
+  const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  block_size_ = cache.block_size();
+
+  // Step metadata: tokens, per-row position / slot / sequence, block tables (one row per span).
+  std::vector<int32_t> tokens, pos32, row_slot, row_seq, span_first;
+  std::vector<int64_t> pos64;
+  max_blocks_per_seq_ = 1;
+  max_len_ = 1;
+  for (const auto& sp : lay.spans) {
+    max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>(cache.block_table(sp.slot).size()));
+    max_len_ = std::max(max_len_, sp.start_position + sp.rows);
+  }
+  std::vector<int32_t> tables(lay.spans.size() * static_cast<std::size_t>(max_blocks_per_seq_), 0);
+  for (std::size_t i = 0; i < lay.spans.size(); ++i) {
+    const auto& sp = lay.spans[i];
+    const auto& tab = cache.block_table(sp.slot);
+    span_first.push_back(static_cast<int32_t>(sp.first_row));
+    std::copy(tab.begin(), tab.end(), tables.begin() + static_cast<long>(i * static_cast<std::size_t>(max_blocks_per_seq_)));
+    for (int64_t r = 0; r < sp.rows; ++r) {
+      tokens.push_back(step.sequences[i].tokens[static_cast<std::size_t>(r)]);
+      pos32.push_back(static_cast<int32_t>(sp.start_position + r));
+      pos64.push_back(sp.start_position + r);
+      row_slot.push_back(sp.slot);
+      row_seq.push_back(static_cast<int32_t>(i));
+    }
+    // A sequence starting afresh starts from zero state, whatever the slot held before.
+    if (sp.start_position == 0 && cs.slot_floats > 0)
+      QWENRT_CUDA_CHECK(cudaMemsetAsync(cs.gdn.as<float>() + sp.slot * cs.slot_floats, 0,
+                                        static_cast<std::size_t>(cs.slot_floats) * sizeof(float), stream_));
+  }
+  span_first.push_back(static_cast<int32_t>(T));
+  if (max_len_ > (int64_t{1} << 31) - 1) fail("sequence too long for the CUDA attention kernels");
+  cs.reserve_blocks(cache.block_count(), stream_);
+  upload(s.tokens, tokens, stream_);
+  upload(s.pos32, pos32, stream_);
+  upload(s.pos64, pos64, stream_);
+  upload(s.row_slot, row_slot, stream_);
+  upload(s.row_seq, row_seq, stream_);
+  upload(s.span_first, span_first, stream_);
+  upload(s.block_tables, tables, stream_);
+
+  float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
+  bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
+  cuda::embed_rows(s.tokens.get<int32_t>(static_cast<std::size_t>(T)), T, weights_.embed.data, H, h, stream_);
+  for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
+    const CudaLayerWeights& L = weights_.layers[i];
+    cuda::rms_norm_rows(h, H, L.input_norm, xn, H, T, H, eps, stream_);
+    if (L.kind == LayerKind::FullAttention) attention(L, kind_index_[i], lay, cs);
+    else deltanet(L, kind_index_[i], lay, cs);
+    cuda::rms_norm_rows(h, H, L.post_norm, xn, H, T, H, eps, stream_);
+    float* gu = s.gu.get<float>(static_cast<std::size_t>(T * 2 * I));
+    bf16* act = s.act.get<bf16>(static_cast<std::size_t>(T * I));
+    matmul(xn, T, H, H, {{L.gate, gu, 2 * I}, {L.up, gu + I, 2 * I}});
+    cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
+    matmul(act, T, I, I, {{L.down, h, H, true}});
+  }
+
+  // Final norm and head on the rows whose logits are wanted.
+  std::vector<int32_t> rows;
+  if (step.all_logits) {
+    for (int64_t r = 0; r < T; ++r) rows.push_back(static_cast<int32_t>(r));
+  } else {
+    for (const auto& sp : lay.spans) rows.push_back(static_cast<int32_t>(sp.first_row + sp.rows - 1));
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  upload(s.logit_rows, rows, stream_);
+  bf16* xf = s.xf.get<bf16>(static_cast<std::size_t>(R * H));
+  cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.logit_rows.get<int32_t>(rows.size()));
+  float* logits = s.logits.get<float>(static_cast<std::size_t>(R * V));
+  matmul(xf, R, H, H, {{weights_.lm_head, logits, V}});
+  std::vector<float> out(static_cast<std::size_t>(R * V));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+}  // namespace qwenrt

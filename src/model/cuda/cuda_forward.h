@@ -1,0 +1,54 @@
+#pragma once
+// The Qwen 3.5 forward pass on one NVIDIA GPU: the CPU model's layers with the CUDA kernels of
+// backend/cuda, bf16 weights and matrix inputs, an f32 residual stream, f32 DeltaNet state and a
+// paged bf16 KV cache.
+#include <memory>
+
+#include "backend/cuda/cublas_gemm.h"
+#include "backend/cuda/device_buffer.h"
+#include "model/cuda/cuda_weights.h"
+#include "model/device_forward.h"
+
+namespace qwenrt {
+
+// One product of a matrix call: y[b * ldy + r] (+)= x[b] · W[r].
+struct MatmulTarget {
+  CudaMatrix w;
+  float* y;
+  int64_t ldy;
+  bool accumulate = false;
+};
+
+class CudaForward final : public DeviceForward {
+ public:
+  CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights);
+
+  // Why this build's kernels cannot run `config` (empty when they can).
+  static std::string unsupported(const ModelConfig& config);
+  ~CudaForward() override;
+
+  std::vector<float> forward(const Step& step, const RowLayout& layout, ModelCache& cache) override;
+  std::string describe() const override;
+
+ private:
+  struct Scratch;
+  struct CacheState;
+  CacheState& cache_state(ModelCache& cache);
+  void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
+  void deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& layout, CacheState& cs);
+  void attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& layout, CacheState& cs);
+
+  int device_;
+  std::string device_name_;
+  ModelConfig config_;
+  CudaWeights weights_;
+  std::vector<int> kind_index_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<cuda::CublasGemm> cublas_;  // loaded on the first call of more than 8 rows
+  // Of the step being run:
+  int64_t block_size_ = 64, max_len_ = 1;
+  int max_blocks_per_seq_ = 1;
+};
+
+}  // namespace qwenrt
