@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA test and benchmark binaries here (nvcc, no GPU needed) and gathers them in .gpu/,
-# the folder the device call carries (ignored by git). Then, on the GPU machine:
+# the folder the device call carries (ignored by git), as one compressed archive. Then, on the GPU
+# machine:
 #   scripts/gpu_suite.sh .gpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,9 @@ targets=(qwenrt qwenrt_cuda_tests)
 for b in bench/cuda/*_bench.cpp; do targets+=("cuda_$(basename "$b" .cpp)"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-rm -rf .gpu && mkdir -p .gpu
-for t in "${targets[@]}"; do cp "$build/$t" .gpu/; done
-strip .gpu/* 2>/dev/null || true
+# Compressed: the call's whole working tree travels within 64 MiB.
+rm -rf .gpu "$build/pack" && mkdir -p .gpu "$build/pack"
+for t in "${targets[@]}"; do cp "$build/$t" "$build/pack/"; done
+strip "$build/pack"/* 2>/dev/null || true
+tar -C "$build/pack" -cJf .gpu/qwenrt-gpu.tar.xz .
 du -sh .gpu

@@ -9,6 +9,10 @@ bin=${1:-.gpu}
 quick=${2:-}
 out=${OUT:-/tmp/qwenrt-gpu}
 mkdir -p "$out"
+if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
+  mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
+fi
+export QWENRT_SOURCE_DIR=$PWD  # the fixtures of this checkout, not of the machine that built the tests
 # cuBLAS for the benchmarks' comparisons: the toolkit's, else the one PyTorch ships.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
@@ -24,6 +28,16 @@ for b in "$bin"/cuda_*_bench; do
   "$b" $quick 2>&1 | tee "$out/$name.log"
   summary+=("$name: exit ${PIPESTATUS[0]}")
 done
+# The engine end to end on random weights with the real shapes (made on the GPU).
+echo "=== qwenrt bench --device cuda"
+if [ "$quick" = "--quick" ]; then configs="0.8b:1 27b:1"; else configs="0.8b:1 9b:1 27b:1 27b:8 27b:32 27b:64"; fi
+for cfg in $configs; do
+  size=${cfg%%:*}; batch=${cfg##*:}
+  line=$("$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens 512 --gen-tokens 32 --batch "$batch" --json 2>"$out/bench-$size-$batch.err")
+  echo "$line" | tee "$out/bench-$size-$batch.json"
+  summary+=("bench $size batch $batch: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s, %.0f%% of floor, prefill %.0f tok/s, %.1f GB used" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], j.get("gpu_memory_used_GB", 0)))' 2>/dev/null || tail -1 "$out/bench-$size-$batch.err")")
+done
+
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

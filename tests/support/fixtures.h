@@ -2,6 +2,7 @@
 // The committed oracle fixtures (tests/fixtures/<name>/, made by tools/make_fixtures.py).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -10,7 +11,12 @@
 
 namespace qwenrt::test {
 
-inline std::filesystem::path fixtures_dir() { return std::filesystem::path(QWENRT_SOURCE_DIR) / "tests" / "fixtures"; }
+// The source tree the tests were built from, or $QWENRT_SOURCE_DIR where the binaries were carried
+// to another machine (the GPU suite).
+inline std::filesystem::path fixtures_dir() {
+  const char* moved = std::getenv("QWENRT_SOURCE_DIR");
+  return std::filesystem::path(moved && *moved ? moved : QWENRT_SOURCE_DIR) / "tests" / "fixtures";
+}
 
 inline std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
