@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_forward.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "backend/cuda/attention_decode.h"
@@ -19,16 +20,29 @@ using cuda::DeviceBuffer;
 
 namespace {
 
+// Bumped whenever device memory a captured graph may point into moves: graphs older than this
+// are stale.
+uint64_t g_memory_epoch = 1;
+
 // A device buffer that grows to the largest size asked of it (contents not kept).
 struct Growable {
   DeviceBuffer buf;
   template <typename T>
   T* get(std::size_t count) {
     const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 16);
-    if (buf.bytes() < bytes) buf = DeviceBuffer(bytes);
+    if (buf.bytes() < bytes) {
+      buf = DeviceBuffer(bytes);
+      ++g_memory_epoch;
+    }
     return buf.as<T>();
   }
 };
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
 
 template <typename T>
 void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
@@ -48,6 +62,7 @@ struct CudaForward::Scratch {
 // recurrent states (one contiguous range, zeroed when a sequence starts), per attention layer a
 // K and a V pool of blocks that grows with the cache's block ids.
 struct CudaForward::CacheState final : DeviceCacheState {
+  uint64_t serial = 0;  // tells caches apart in the graph keys (addresses can be reused)
   int64_t gdn_layer_floats = 0, conv_floats = 0, slot_floats = 0;
   DeviceBuffer gdn;
   std::vector<DeviceBuffer> k_pool, v_pool;
@@ -66,6 +81,7 @@ struct CudaForward::CacheState final : DeviceCacheState {
         p = std::move(bigger);
       }
     pool_blocks = grown;
+    ++g_memory_epoch;
   }
 };
 
@@ -78,6 +94,8 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   int attn = 0, gdn = 0;
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
+  use_graphs_ = !(graphs && std::string(graphs) == "0");
 }
 
 std::string CudaForward::unsupported(const ModelConfig& c) {
@@ -98,6 +116,8 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
 }
 
 CudaForward::~CudaForward() {
+  for (auto& [key, g] : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -109,6 +129,8 @@ CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
   if (auto* s = dynamic_cast<CacheState*>(cache.device_state())) return *s;
   if (cache.device_state()) fail("internal: the cache belongs to another device executor");
   auto s = std::make_unique<CacheState>();
+  static uint64_t serials = 0;
+  s->serial = ++serials;
   const ModelConfig& c = config_;
   const int64_t n_gdn = c.count(LayerKind::LinearAttention), n_attn = c.count(LayerKind::FullAttention);
   s->conv_floats = c.linear_conv_kernel * c.conv_dim();
@@ -227,11 +249,9 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
 
 std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
-  const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   CacheState& cs = cache_state(cache);
-  const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t T = lay.total_rows, V = config_.vocab_size;
   block_size_ = cache.block_size();
 
   // Step metadata: tokens, per-row position / slot / sequence, block tables (one row per span).
@@ -242,6 +262,13 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   for (const auto& sp : lay.spans) {
     max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>(cache.block_table(sp.slot).size()));
     max_len_ = std::max(max_len_, sp.start_position + sp.rows);
+  }
+  // Decode steps of up to 8 rows replay a captured graph. Everything a graph bakes in must then
+  // repeat from step to step: the length bound and table stride go up in powers of two.
+  const bool graphable = use_graphs_ && lay.phase == Phase::Decode && !step.all_logits && T <= 8;
+  if (graphable) {
+    max_len_ = std::max<int64_t>(64, next_pow2(max_len_));
+    max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>((max_len_ + block_size_ - 1) / block_size_));
   }
   std::vector<int32_t> tables(lay.spans.size() * static_cast<std::size_t>(max_blocks_per_seq_), 0);
   for (std::size_t i = 0; i < lay.spans.size(); ++i) {
@@ -271,7 +298,59 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   upload(s.row_seq, row_seq, stream_);
   upload(s.span_first, span_first, stream_);
   upload(s.block_tables, tables, stream_);
+  std::vector<int32_t> rows;  // the rows whose logits are wanted
+  if (step.all_logits) {
+    for (int64_t r = 0; r < T; ++r) rows.push_back(static_cast<int32_t>(r));
+  } else {
+    for (const auto& sp : lay.spans) rows.push_back(static_cast<int32_t>(sp.first_row + sp.rows - 1));
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  upload(s.logit_rows, rows, stream_);
 
+  float* logits = nullptr;
+  if (!graphable) {
+    logits = run_layers(lay, cs, R);
+  } else {
+    // First sight of a shape (or memory moved since): run it eagerly, so every buffer it needs
+    // exists. Second sight: capture. Then replay.
+    Graph& g = graphs_[{T, max_len_, max_blocks_per_seq_, cs.serial}];
+    if (g.exec && g.epoch == g_memory_epoch) {
+      QWENRT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+      logits = g.logits;
+    } else if (g.seen_epoch == g_memory_epoch) {
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+      g.exec = nullptr;
+      cudaGraph_t graph;
+      QWENRT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        g.logits = run_layers(lay, cs, R);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        throw;
+      }
+      QWENRT_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      const cudaError_t err = cudaGraphInstantiate(&g.exec, graph, 0);
+      cudaGraphDestroy(graph);
+      QWENRT_CUDA_CHECK(err);
+      g.epoch = g_memory_epoch;
+      QWENRT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+      logits = g.logits;
+    } else {
+      logits = run_layers(lay, cs, R);
+      g.seen_epoch = g_memory_epoch;
+    }
+  }
+  std::vector<float> out(static_cast<std::size_t>(R * V));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
   float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
   bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
   cuda::embed_rows(s.tokens.get<int32_t>(static_cast<std::size_t>(T)), T, weights_.embed.data, H, h, stream_);
@@ -289,22 +368,11 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   }
 
   // Final norm and head on the rows whose logits are wanted.
-  std::vector<int32_t> rows;
-  if (step.all_logits) {
-    for (int64_t r = 0; r < T; ++r) rows.push_back(static_cast<int32_t>(r));
-  } else {
-    for (const auto& sp : lay.spans) rows.push_back(static_cast<int32_t>(sp.first_row + sp.rows - 1));
-  }
-  const int64_t R = static_cast<int64_t>(rows.size());
-  upload(s.logit_rows, rows, stream_);
   bf16* xf = s.xf.get<bf16>(static_cast<std::size_t>(R * H));
-  cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.logit_rows.get<int32_t>(rows.size()));
+  cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.logit_rows.get<int32_t>(static_cast<std::size_t>(R)));
   float* logits = s.logits.get<float>(static_cast<std::size_t>(R * V));
   matmul(xf, R, H, H, {{weights_.lm_head, logits, V}});
-  std::vector<float> out(static_cast<std::size_t>(R * V));
-  QWENRT_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return out;
+  return logits;
 }
 
 }  // namespace qwenrt

@@ -2,7 +2,9 @@
 // The Qwen 3.5 forward pass on one NVIDIA GPU: the CPU model's layers with the CUDA kernels of
 // backend/cuda, bf16 weights and matrix inputs, an f32 residual stream, f32 DeltaNet state and a
 // paged bf16 KV cache.
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/device_buffer.h"
@@ -34,6 +36,7 @@ class CudaForward final : public DeviceForward {
   struct Scratch;
   struct CacheState;
   CacheState& cache_state(ModelCache& cache);
+  float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
   void deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& layout, CacheState& cs);
   void attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& layout, CacheState& cs);
@@ -46,6 +49,15 @@ class CudaForward final : public DeviceForward {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<cuda::CublasGemm> cublas_;  // loaded on the first call of more than 8 rows
+  // Decode graphs by (rows, length bound, table stride, cache): captured on a shape's second
+  // step, replayed after; stale once device memory has moved (epoch).
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    float* logits = nullptr;
+    uint64_t epoch = 0, seen_epoch = 0;
+  };
+  std::map<std::tuple<int64_t, int64_t, int, uint64_t>, Graph> graphs_;
+  bool use_graphs_ = true;  // QWENRT_CUDA_GRAPHS=0 runs every step eagerly
   // Of the step being run:
   int64_t block_size_ = 64, max_len_ = 1;
   int max_blocks_per_seq_ = 1;
