@@ -68,11 +68,13 @@ int main(int argc, char** argv) try {
       else QWENRT_CUDA_CHECK(cudaMemcpy(w[i].get(), w[0].get(), wbytes, cudaMemcpyDeviceToDevice));
     }
     cuda::DeviceBuffer y(static_cast<std::size_t>(64 * s.rows) * 4);
+    const cuda::GemmSegment probe{w[0].as<__nv_bfloat16>(), s.rows, y.as<float>(), s.rows, false};
+    cuda::DeviceBuffer ws(cuda::skinny_gemm_workspace_bytes(64, s.k, {&probe, 1}));
     const int reps = std::max(copies, static_cast<int>(std::min<int64_t>(200, (int64_t{8} << 30) / static_cast<int64_t>(wbytes))));
     for (int64_t n : batches) {
       const double ours = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
         const cuda::GemmSegment seg{w[i % copies].as<__nv_bfloat16>(), s.rows, y.as<float>(), s.rows, false};
-        cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st);
+        cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, ws.get(), ws.bytes());
       });
       const float one = 1.0f, zero = 0.0f;
       const double theirs = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {

@@ -9,6 +9,13 @@ namespace {
 
 using test::relative_l2;
 
+// skinny_gemm with the workspace its shapes need.
+void gemm(const cuda::DeviceBuffer& x, int64_t n, int64_t k, int64_t ldx, std::span<const cuda::GemmSegment> segs) {
+  cuda::DeviceBuffer ws(cuda::skinny_gemm_workspace_bytes(n, k, segs));
+  cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, k, ldx, segs, nullptr, ws.get(), ws.bytes());
+  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 struct Problem {
   int64_t n, rows, k;
 };
@@ -28,7 +35,9 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
 TEST(SkinnyGemm, MatchesDoubleReferenceOnOddShapes) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(7);
-  for (Problem p : {Problem{1, 16, 32}, {1, 17, 8}, {3, 1000, 1032}, {8, 33, 4096}, {9, 250, 520}, {33, 70, 264}, {64, 1024, 3584}}) {
+  // Large enough to run in one pass ({5, 9000, 4096}), and small ones split along K over blocks.
+  for (Problem p : {Problem{1, 16, 32}, {1, 17, 8}, {3, 1000, 1032}, {8, 33, 4096}, {9, 250, 520}, {33, 70, 264},
+                    {64, 1024, 3584}, {5, 9000, 4096}}) {
     std::vector<float> xf, wf;
     auto xb = test::random_bf16(static_cast<std::size_t>(p.n * p.k), rng, xf);
     auto wb = test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, wf);
@@ -36,8 +45,7 @@ TEST(SkinnyGemm, MatchesDoubleReferenceOnOddShapes) {
     cuda::DeviceBuffer dy(static_cast<std::size_t>(p.n * p.rows) * sizeof(float));
     test::poison(dy);
     const cuda::GemmSegment seg{dw.as<__nv_bfloat16>(), p.rows, dy.as<float>(), p.rows, false};
-    cuda::skinny_gemm(dx.as<__nv_bfloat16>(), p.n, p.k, p.k, {&seg, 1}, nullptr);
-    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    gemm(dx, p.n, p.k, p.k, {&seg, 1});
     const double err = relative_l2(test::to_host<float>(dy, static_cast<std::size_t>(p.n * p.rows)), reference(xf, wf, p.n, p.rows, p.k));
     EXPECT_LT(err, 1e-6) << "n " << p.n << " rows " << p.rows << " k " << p.k;
   }
@@ -64,8 +72,7 @@ TEST(SkinnyGemm, SegmentsStridesAndAccumulation) {
     dy.push_back(test::to_device(y0[s]));
     segs.push_back({dw[s].as<__nv_bfloat16>(), rows[s], dy[s].as<float>(), ldy, s % 2 == 1});
   }
-  cuda::skinny_gemm(dx.as<__nv_bfloat16>(), n, k, ldx, segs, nullptr);
-  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  gemm(dx, n, k, ldx, segs);
   for (int s = 0; s < 4; ++s) {
     auto got = test::to_host<float>(dy[s], static_cast<std::size_t>(n * ldy));
     auto ref = reference(xk, wf[s], n, rows[s], k);
@@ -99,7 +106,7 @@ TEST(SkinnyGemm, BatchInvariant) {
   std::vector<float> alone;
   for (int64_t n : {1, 2, 8, 9, 31, 64}) {
     const cuda::GemmSegment seg{dw.as<__nv_bfloat16>(), rows, dy.as<float>(), rows, false};
-    cuda::skinny_gemm(dx.as<__nv_bfloat16>(), n, k, k, {&seg, 1}, nullptr);
+    gemm(dx, n, k, k, {&seg, 1});
     auto y = test::to_host<float>(dy, static_cast<std::size_t>(rows));  // row 0's outputs
     if (alone.empty()) alone = y;
     EXPECT_EQ(0, std::memcmp(alone.data(), y.data(), alone.size() * sizeof(float))) << "batch " << n;
@@ -113,6 +120,10 @@ TEST(SkinnyGemm, RejectsBadShapes) {
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 0, 64, 64, {&seg, 1}, nullptr), Error);
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 65, 64, 64, {&seg, 1}, nullptr), Error);
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 60, 64, {&seg, 1}, nullptr), Error);
+  // 4 rows over k = 4096 split along K: without a workspace it must refuse, not write anywhere.
+  const cuda::GemmSegment big{d.as<__nv_bfloat16>(), 4, d.as<float>(), 4, false};
+  ASSERT_GT(cuda::skinny_gemm_workspace_bytes(1, 4096, {&big, 1}), 0u);
+  EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 4096, 4096, {&big, 1}, nullptr), Error);
 }
 
 }  // namespace

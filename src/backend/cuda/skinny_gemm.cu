@@ -12,11 +12,16 @@ constexpr int kChunk = 32;          // K elements one warp consumes per step (4 
 
 struct Segments {
   GemmSegment seg[kSkinnyGemmMaxSegments];
-  int first_block[kSkinnyGemmMaxSegments + 1];
+  int first_block[kSkinnyGemmMaxSegments + 1];  // first row tile of each segment
+  int64_t first_row[kSkinnyGemmMaxSegments + 1];  // its first row among all segments' rows
   int count;
+  int splits;            // K ranges, one per blockIdx.y; > 1 for weights too small to fill the GPU
+  int64_t split_chunks;  // K chunks per range
+  float* partial;        // [splits, n, total rows] when splits > 1
 };
 
-// Block b owns 16 weight rows of one segment; warp w takes K chunks w, w+8, w+16, ... Lane (g, t)
+// Block (b, s) owns 16 weight rows of one segment and K range s; warp w takes the range's K chunks
+// w, w+8, w+16, ... Lane (g, t)
 // loads 8 consecutive k of weight rows g and g+8 and of activation rows g + 8j: the dot product is
 // order-free in k, so these 16-byte loads feed two m16n8k16 products directly once A and B agree on
 // the same permutation of k (no shuffles, no shared memory on the way in).
@@ -37,13 +42,15 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfl
   const __nv_bfloat16* wh = seg.w + rh * k + 8 * t;
 
   float acc[NT][4] = {};
-  const int64_t chunks = (k + kChunk - 1) / kChunk;
-  for (int64_t base = warp; base < chunks; base += kWarps * U) {
+  const int64_t first_chunk = blockIdx.y * segs.split_chunks;
+  const int64_t chunks = min((k + kChunk - 1) / kChunk, first_chunk + segs.split_chunks);
+  for (int64_t base = first_chunk + warp; base < chunks; base += kWarps * U) {
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t kk = (base + static_cast<int64_t>(kWarps) * u) * kChunk + 8 * t;
-      const bool in_k = kk < k;
+      const int64_t c = base + static_cast<int64_t>(kWarps) * u;
+      const int64_t kk = c * kChunk + 8 * t;
+      const bool in_k = c < chunks && kk < k;
       a_g[u] = in_k && has_g ? load_stream16(wg + kk - 8 * t) : make_uint4(0, 0, 0, 0);
       a_h[u] = in_k && has_h ? load_stream16(wh + kk - 8 * t) : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -73,22 +80,69 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfl
     for (int w = 0; w < kWarps; ++w) sum += partial[w][j][e][l];
     const int64_t row = row0 + l / 4 + (e >= 2 ? 8 : 0);
     const int col = 8 * j + 2 * (l % 4) + (e & 1);
-    if (row < seg.rows && col < n) {
+    if (row >= seg.rows || col >= n) continue;
+    if (segs.splits == 1) {
       float* dst = seg.y + col * seg.ldy + row;
       *dst = seg.accumulate ? *dst + sum : sum;
+    } else {
+      const int64_t total_rows = segs.first_row[segs.count];
+      segs.partial[(static_cast<int64_t>(blockIdx.y) * n + col) * total_rows + segs.first_row[s] + row] = sum;
     }
   }
 }
 
+// The K ranges' partial products summed in range order (deterministic), then stored.
+__global__ void skinny_gemm_reduce_kernel(int n, Segments segs) {
+  const int64_t total_rows = segs.first_row[segs.count];
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= total_rows * n) return;
+  const int64_t col = i / total_rows, r = i % total_rows;
+  float sum = 0;
+  for (int sp = 0; sp < segs.splits; ++sp) sum += segs.partial[(static_cast<int64_t>(sp) * n + col) * total_rows + r];
+  int s = 0;
+  while (s + 1 < segs.count && r >= segs.first_row[s + 1]) ++s;
+  const GemmSegment& seg = segs.seg[s];
+  float* dst = seg.y + col * seg.ldy + (r - segs.first_row[s]);
+  *dst = seg.accumulate ? *dst + sum : sum;
+}
+
 template <int NT>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int blocks, cudaStream_t stream) {
-  skinny_gemm_kernel<NT><<<blocks, kWarps * 32, 0, stream>>>(x, n, k, ldx, segs);
+  skinny_gemm_kernel<NT><<<dim3(blocks, segs.splits), kWarps * 32, 0, stream>>>(x, n, k, ldx, segs);
+}
+
+// Blocks a launch should have to keep every multiprocessor streaming (a fixed number, not read
+// off the device: the K split, and so the rounding, is then the same on every GPU).
+constexpr int64_t kTargetBlocks = 512;
+constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
+
+// K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so
+// an output row's rounding does not depend on the batch.
+int64_t split_count(int64_t tiles, int64_t k) {
+  const int64_t chunks = (k + kChunk - 1) / kChunk;
+  int64_t splits = 1;
+  while (tiles * splits < kTargetBlocks && chunks / (splits * 2) >= kMinChunksPerSplit) splits *= 2;
+  return splits;
+}
+
+int64_t total_tiles(std::span<const GemmSegment> segments) {
+  int64_t tiles = 0;
+  for (const auto& s : segments) tiles += (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  return tiles;
 }
 
 }  // namespace
 
+std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const GemmSegment> segments) {
+  const int64_t splits = split_count(total_tiles(segments), k);
+  if (splits == 1) return 0;
+  int64_t rows = 0;
+  for (const auto& s : segments) rows += s.rows;
+  return static_cast<std::size_t>(splits * n * rows) * sizeof(float);
+}
+
 void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, void* workspace, std::size_t workspace_bytes) {
   if (n < 1 || n > kSkinnyGemmMaxRows) fail("skinny_gemm: ", n, " activation rows; it takes 1 to ", kSkinnyGemmMaxRows);
   if (k < 8 || k % 8 != 0 || ldx < k || ldx % 8 != 0) fail("skinny_gemm: k ", k, " and ldx ", ldx, " must be multiples of 8 with ldx >= k");
   if (segments.empty() || segments.size() > kSkinnyGemmMaxSegments)
@@ -96,14 +150,25 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0) fail("skinny_gemm: activations are not 16-byte aligned");
   Segments segs{};
   segs.count = static_cast<int>(segments.size());
-  int64_t blocks = 0;
+  int64_t blocks = 0, rows_total = 0;
   for (int i = 0; i < segs.count; ++i) {
     const GemmSegment& s = segments[i];
     if (s.rows < 1 || s.ldy < s.rows || reinterpret_cast<uintptr_t>(s.w) % 16 != 0)
       fail("skinny_gemm: weight ", i, " has ", s.rows, " rows, ldy ", s.ldy, " (needs rows >= 1, ldy >= rows, 16-byte alignment)");
     segs.seg[i] = s;
     segs.first_block[i] = static_cast<int>(blocks);
+    segs.first_row[i] = rows_total;
     blocks += (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    rows_total += s.rows;
+  }
+  segs.first_row[segs.count] = rows_total;
+  segs.splits = static_cast<int>(split_count(blocks, k));
+  segs.split_chunks = ((k + kChunk - 1) / kChunk + segs.splits - 1) / segs.splits;
+  segs.partial = static_cast<float*>(workspace);
+  if (segs.splits > 1) {
+    const std::size_t need = skinny_gemm_workspace_bytes(n, k, segments);
+    if (!workspace || workspace_bytes < need)
+      fail("skinny_gemm: needs ", need, " bytes of workspace for ", segs.splits, " K ranges, got ", workspace_bytes);
   }
   if (blocks > (1ll << 31) - 1) fail("skinny_gemm: too many weight rows");
   segs.first_block[segs.count] = static_cast<int>(blocks);
@@ -119,6 +184,11 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
     default: launch<8>(x, rows, k, ldx, segs, b, stream); break;
   }
   QWENRT_CUDA_CHECK_LAUNCH();
+  if (segs.splits > 1) {
+    const int64_t outputs = rows_total * n;
+    skinny_gemm_reduce_kernel<<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(rows, segs);
+    QWENRT_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace qwenrt::cuda

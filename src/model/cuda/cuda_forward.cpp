@@ -55,7 +55,7 @@ void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
   Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
-  Growable h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+  Growable gemm_ws, h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
 };
 
 // The tensors of a ModelCache on this GPU: per slot all DeltaNet layers' conv rings and
@@ -152,7 +152,8 @@ void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::
     // Decode rows: one weight-streaming launch for all targets.
     std::vector<cuda::GemmSegment> segs;
     for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
-    cuda::skinny_gemm(x, n, k, ldx, segs, stream_);
+    const std::size_t ws = cuda::skinny_gemm_workspace_bytes(n, k, segs);
+    cuda::skinny_gemm(x, n, k, ldx, segs, stream_, scratch_->gemm_ws.get<std::byte>(ws), ws);
     return;
   }
   if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
