@@ -41,3 +41,32 @@ done
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
+# A results page for bench/results/: date, commit (QWENRT_COMMIT, the device copy has no .git),
+# GPU, commands, then the logs.
+{
+  echo "# GPU suite: $(head -2 "$out/gpu.txt" | tail -1 | cut -d, -f1)"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- commit: ${QWENRT_COMMIT:-unknown}"
+  echo "- gpu: $(tail -1 "$out/gpu.txt")"
+  echo "- command: scripts/gpu_suite.sh $*"
+  echo
+  echo "## Summary"
+  echo
+  printf -- '- %s\n' "${summary[@]}"
+  for f in "$out"/cuda_*_bench.log; do
+    [ -f "$f" ] || continue
+    echo
+    echo "## $(basename "$f" .log)"
+    echo
+    echo '```'
+    cat "$f"
+    echo '```'
+  done
+  echo
+  echo "## qwenrt bench --device cuda (--prompt-tokens 512 --gen-tokens 32)"
+  echo
+  echo '```'
+  cat "$out"/bench-*.json 2>/dev/null
+  echo '```'
+} > "$out/results.md"

@@ -12,6 +12,8 @@ constexpr int kDk = kDeltaNetDecodeHeadDim, kDv = kDeltaNetDecodeHeadDim, K = kD
 // per state row) of every 4th row in registers, from the one read to the one write. The 4 row
 // groups of a column group are lanes l, l^8, l^16, l^24 of one warp, so the column sums over rows
 // (Sᵀk, Sᵀq) are two shuffles; and each state load of a warp covers 4 whole 128-byte lines.
+// The 128 state floats per thread make it ~235 registers (no spills): two blocks per SM, so up to
+// 128 KB of state loads in flight per SM, several times what keeps HBM busy.
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kColGroups = kDv / 4;                   // 32 float4 columns
