@@ -7,8 +7,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-.gpu}
 quick=${2:-}
-out=${OUT:-/tmp/qwenrt-gpu}
-mkdir -p "$out"
+# Logs go to a scratch folder; only the results page and the test log go to $OUT (the device
+# tool returns at most 8 files).
+keep=${OUT:-/tmp/qwenrt-gpu}
+out=/tmp/qwenrt-gpu-logs
+mkdir -p "$out" "$keep"
 if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
   mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
 fi
@@ -69,4 +72,11 @@ printf '%s\n' "${summary[@]}"
   echo '```'
   cat "$out"/bench-*.json 2>/dev/null
   echo '```'
-} > "$out/results.md"
+  echo
+  echo "## Parity lines from the tests"
+  echo
+  echo '```'
+  grep -E "^\[ parity" "$out/tests.log"
+  echo '```'
+} > "$keep/results.md"
+cp "$out/tests.log" "$keep/tests.log"
