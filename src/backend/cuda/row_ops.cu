@@ -1,15 +1,22 @@
 #include "backend/cuda/row_ops.h"
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// A decode step has one row: a row's whole width must spread over many threads (norms) or many
+// blocks (SwiGLU), or a single multiprocessor works through it alone (measured on an H200: 55 us
+// for one 27B SwiGLU row on one 256-thread block, 11 us for one RMSNorm row).
+constexpr int kRowThreads = 1024;
+constexpr int kMaxGridY = 65535;
 
-// Sum over the block; every thread gets the result.
+// Sum over the block (kRowThreads threads); every thread gets the result.
 __device__ float block_sum(float v) {
-  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float warp_sums[kRowThreads / 32];
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();  // warp_sums may still be read by a previous call
@@ -17,14 +24,14 @@ __device__ float block_sum(float v) {
   __syncthreads();
   float total = 0;
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+  for (int w = 0; w < kRowThreads / 32; ++w) total += warp_sums[w];
   return total;
 }
 
 __global__ void embed_kernel(const int32_t* tokens, const __nv_bfloat16* table, int64_t width, float* out) {
   const __nv_bfloat16* src = table + static_cast<int64_t>(tokens[blockIdx.x]) * width;
   float* dst = out + static_cast<int64_t>(blockIdx.x) * width;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) dst[i] = __bfloat162float(src[i]);
+  for (int64_t i = threadIdx.x; i < width; i += kRowThreads) dst[i] = __bfloat162float(src[i]);
 }
 
 __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width,
@@ -32,18 +39,21 @@ __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __n
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
   const float* xr = x + src_row * ldx;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) ss += xr[i] * xr[i];
+  for (int64_t i = threadIdx.x; i < width; i += kRowThreads) ss += xr[i] * xr[i];
   const float scale = rsqrtf(block_sum(ss) / static_cast<float>(width) + eps);
   __nv_bfloat16* yr = y + static_cast<int64_t>(blockIdx.x) * ldy;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) yr[i] = __float2bfloat16_rn(xr[i] * scale * w[i]);
+  for (int64_t i = threadIdx.x; i < width; i += kRowThreads) yr[i] = __float2bfloat16_rn(xr[i] * scale * w[i]);
 }
 
-__global__ void swiglu_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t width) {
-  const float* g = gu + static_cast<int64_t>(blockIdx.x) * ld_gu;
-  __nv_bfloat16* o = out + static_cast<int64_t>(blockIdx.x) * ld_out;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) {
-    const float a = g[i];
-    o[i] = __float2bfloat16_rn(a / (1.0f + __expf(-a)) * g[width + i]);
+// Blocks along x cover a row's width, blocks along y its rows (looping past 65535 rows).
+__global__ void swiglu_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float* g = gu + r * ld_gu;
+    __nv_bfloat16* o = out + r * ld_out;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < width; i += static_cast<int64_t>(gridDim.x) * kThreads) {
+      const float a = g[i];
+      o[i] = __float2bfloat16_rn(a / (1.0f + __expf(-a)) * g[width + i]);
+    }
   }
 }
 
@@ -67,7 +77,7 @@ void check_rows(int64_t rows, const char* op) {
 void embed_rows(const int32_t* tokens, int64_t rows, const __nv_bfloat16* table, int64_t width, float* out, cudaStream_t stream) {
   check_rows(rows, "embed_rows");
   if (rows == 0) return;
-  embed_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(tokens, table, width, out);
+  embed_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(tokens, table, width, out);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -75,14 +85,16 @@ void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y
                    float eps, cudaStream_t stream, const int32_t* row_index) {
   check_rows(rows, "rms_norm_rows");
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, ldx, w, y, ldy, width, eps, row_index);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, ldx, w, y, ldy, width, eps, row_index);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_rows(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width, cudaStream_t stream) {
   check_rows(rows, "swiglu_rows");
   if (rows == 0) return;
-  swiglu_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(gu, ld_gu, out, ld_out, width);
+  const int64_t across = std::min<int64_t>((width + kThreads - 1) / kThreads, 1024);
+  const dim3 grid(static_cast<unsigned>(across), static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridY)));
+  swiglu_kernel<<<grid, kThreads, 0, stream>>>(gu, ld_gu, out, ld_out, rows, width);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
