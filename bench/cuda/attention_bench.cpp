@@ -16,6 +16,7 @@
 #include "backend/cuda/attention_prepare.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/device_measure.h"
 #include "backend/cuda/device_buffer.h"
 
 using namespace qwenrt;
@@ -85,10 +86,8 @@ int main() {
   double copy_gbps = 0;
   {
     const std::size_t bytes = std::size_t{1} << 30;
-    DeviceBuffer a(bytes), b(bytes);
-    QWENRT_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
-    const double ms = median_ms([&] { QWENRT_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); }, 3, 20);
-    copy_gbps = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    copy_gbps = cuda::copy_bandwidth_GBps(bytes);
+    const double ms = 2.0 * static_cast<double>(bytes) / (copy_gbps * 1e9) * 1e3;
     std::printf("device-to-device copy of 1 GiB: %.3f ms, %.0f GB/s (read + written)\n", ms, copy_gbps);
     table.push_back({"copy 1 GiB", ms * 1e3, std::to_string(static_cast<int>(copy_gbps)) + " GB/s"});
   }

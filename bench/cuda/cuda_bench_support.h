@@ -1,7 +1,7 @@
 #pragma once
-// Timing helpers shared by the CUDA benchmarks: the copy-bandwidth ceiling measured in the same
-// run, and a median time per launch of work captured into a CUDA graph (launch gaps hidden, as
-// in the engine's decode step).
+// Timing helper shared by the CUDA benchmarks: the median time per launch of work captured into a
+// CUDA graph (launch gaps hidden, as in the engine's decode step). The copy-bandwidth ceiling is
+// cuda::copy_bandwidth_GBps (backend/cuda/device_measure.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,32 +9,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_buffer.h"
 
 namespace qwenrt::bench {
-
-// Device-to-device copy of `bytes`, counting bytes read plus written, median of several runs.
-inline double copy_bandwidth_GBps(std::size_t bytes = std::size_t{2} << 30) {
-  cuda::DeviceBuffer a(bytes), b(bytes);
-  QWENRT_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
-  cudaEvent_t t0, t1;
-  QWENRT_CUDA_CHECK(cudaEventCreate(&t0));
-  QWENRT_CUDA_CHECK(cudaEventCreate(&t1));
-  std::vector<float> ms;
-  for (int i = 0; i < 12; ++i) {
-    QWENRT_CUDA_CHECK(cudaEventRecord(t0));
-    QWENRT_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
-    QWENRT_CUDA_CHECK(cudaEventRecord(t1));
-    QWENRT_CUDA_CHECK(cudaEventSynchronize(t1));
-    float m = 0;
-    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&m, t0, t1));
-    if (i >= 2) ms.push_back(m);
-  }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
 
 // Captures `reps` calls of enqueue(i, stream) into one graph, replays it, and returns the median
 // microseconds per call.

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/deltanet_decode.h"
+#include "backend/cuda/device_measure.h"
 #include "backend/cuda/device_buffer.h"
 
 using namespace qwenrt;
@@ -51,17 +52,6 @@ double median_ms(F&& f, int samples, int per_sample, cudaStream_t stream) {
   QWENRT_CUDA_CHECK(cudaEventDestroy(e1));
   std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
   return t[t.size() / 2];
-}
-
-// Read + write bytes per second of a ≥1 GiB device-to-device copy.
-double copy_gbps(cudaStream_t stream) {
-  const std::size_t bytes = std::size_t{1} << 30;
-  cuda::DeviceBuffer src(bytes), dst(bytes);
-  QWENRT_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
-  auto copy = [&] { QWENRT_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream)); };
-  for (int i = 0; i < 2; ++i) copy();
-  const double ms = median_ms(copy, 9, 1, stream);
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
 template <typename T>
@@ -142,7 +132,7 @@ int main() {
     const auto dev = cuda::require_supported_device(0);
     cudaStream_t stream;
     QWENRT_CUDA_CHECK(cudaStreamCreate(&stream));
-    const double copy = copy_gbps(stream);
+    const double copy = cuda::copy_bandwidth_GBps();
     std::printf("%s, %d SMs, L2 %zu MiB; copy %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors,
                 dev.l2_bytes >> 20, copy);
     std::vector<Result> results;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_measure.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "cuda/cuda_bench_support.h"
 #include "core/half.h"
@@ -42,7 +44,7 @@ void fill_random(cuda::DeviceBuffer& buf, std::mt19937& rng) {
 int main(int argc, char** argv) try {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
-  const double copy = bench::copy_bandwidth_GBps();
+  const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
   std::printf("device %s, %d SMs, L2 %zu MB; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(),
               dev.multiprocessors, dev.l2_bytes >> 20, copy);
 

@@ -90,7 +90,7 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
   device_name_ = info.name;
   if (const std::string why = unsupported(config); !why.empty()) fail("--device cuda: ", why, "; use --device cpu");
-  weights_ = upload_weights(config, weights);
+  weights_ = upload_weights(weights);
   int attn = 0, gdn = 0;
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

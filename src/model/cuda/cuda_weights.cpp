@@ -17,24 +17,25 @@ constexpr std::size_t kAlign = 256;
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Lays out and copies every tensor into one arena; matrices shared by two roles (a tied head) once.
+// Without an arena it only lays out: the same walk over the weights first sizes the arena, then
+// fills it.
 class Uploader {
  public:
-  explicit Uploader(std::size_t total_bytes) : total_(total_bytes), show_(isatty(STDERR_FILENO) != 0) {}
+  Uploader() = default;
+  explicit Uploader(std::size_t total_bytes) : total_(total_bytes), show_(isatty(STDERR_FILENO) != 0), arena_(total_bytes) {}
 
-  static std::pair<const std::byte*, uint64_t> key(const WeightMatrix& m) { return {m.data, m.random_seed}; }
-  static std::size_t matrix_bytes(const WeightMatrix& m) { return aligned(static_cast<std::size_t>(m.rows * m.cols) * 2); }
-  static std::size_t vector_bytes(const std::vector<float>& v) { return aligned(v.size() * 4); }
-
-  void allocate() { arena_ = cuda::DeviceBuffer(total_); }
+  std::size_t laid_out() const { return offset_; }
 
   CudaMatrix matrix(const WeightMatrix& m) {
-    if (auto it = seen_.find(key(m)); it != seen_.end()) return it->second;
+    const std::pair<const std::byte*, uint64_t> key{m.data, m.random_seed};
+    if (auto it = seen_.find(key); it != seen_.end()) return it->second;
     const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
     std::byte* dst = arena_.as<std::byte>() + offset_;
-    if (!m.data) {
+    if (!arena_.get()) {
+      // sizing only
+    } else if (!m.data) {
       if (m.random_seed == 0) fail("internal: weight matrix without data or seed");
       cuda::fill_uniform_bf16(reinterpret_cast<__nv_bfloat16*>(dst), n, m.random_scale, m.random_seed, nullptr);
-      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     } else if (m.dtype == DType::BF16) {
       copy(dst, m.data, n * 2);
     } else {
@@ -53,19 +54,20 @@ class Uploader {
       }
     }
     CudaMatrix cm{reinterpret_cast<const __nv_bfloat16*>(arena_.as<std::byte>() + offset_), m.rows, m.cols};
-    offset_ += matrix_bytes(m);
-    seen_[key(m)] = cm;
+    offset_ += aligned(n * 2);
+    seen_[key] = cm;
     return cm;
   }
 
   const float* vector(const std::vector<float>& v) {
     std::byte* dst = arena_.as<std::byte>() + offset_;
-    copy(dst, v.data(), v.size() * 4);
-    offset_ += vector_bytes(v);
+    if (arena_.get()) copy(dst, v.data(), v.size() * 4);
+    offset_ += aligned(v.size() * 4);
     return reinterpret_cast<const float*>(dst);
   }
 
   cuda::DeviceBuffer take() {
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());  // the on-device fills of synthetic weights
     if (show_) std::fprintf(stderr, "\r\033[Kuploaded %.2f GiB\n", static_cast<double>(total_) / (1u << 30));
     return std::move(arena_);
   }
@@ -84,54 +86,14 @@ class Uploader {
     }
   }
 
-  std::size_t total_, offset_ = 0, copied_ = 0;
-  bool show_;
+  std::size_t total_ = 0, offset_ = 0, copied_ = 0;
+  bool show_ = false;
   cuda::DeviceBuffer arena_;
   std::map<std::pair<const std::byte*, uint64_t>, CudaMatrix> seen_;
 };
 
-template <typename Fn>
-void for_each_tensor(const ModelWeights& w, Fn&& matrix, auto&& vector) {
-  matrix(w.embed);
-  matrix(w.lm_head);
-  vector(w.final_norm);
-  for (const auto& L : w.layers) {
-    vector(L.input_norm);
-    vector(L.post_norm);
-    if (L.kind == LayerKind::LinearAttention) {
-      for (const auto* m : {&L.gdn.in_qkv, &L.gdn.in_z, &L.gdn.in_b, &L.gdn.in_a, &L.gdn.out_proj}) matrix(*m);
-      for (const auto* v : {&L.gdn.conv, &L.gdn.dt_bias, &L.gdn.neg_exp_a, &L.gdn.norm}) vector(*v);
-    } else {
-      for (const auto* m : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) matrix(*m);
-      vector(L.attn.q_norm);
-      vector(L.attn.k_norm);
-    }
-    for (const auto* m : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) matrix(*m);
-  }
-}
-
-}  // namespace
-
-CudaWeights upload_weights(const ModelConfig& config, const ModelWeights& weights) {
-  if (config.moe) fail("--device cuda: mixture-of-experts models do not run on the CUDA backend yet; use --device cpu");
-  std::size_t total = 0;
-  std::map<std::pair<const std::byte*, uint64_t>, bool> counted;
-  for_each_tensor(
-      weights,
-      [&](const WeightMatrix& m) {
-        if (counted.emplace(Uploader::key(m), true).second) total += Uploader::matrix_bytes(m);
-      },
-      [&](const std::vector<float>& v) { total += Uploader::vector_bytes(v); });
-  std::size_t free_bytes = 0, device_total = 0;
-  QWENRT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_total));
-  // Leave room for activations, the caches and cuBLAS's workspace.
-  const std::size_t headroom = std::size_t{1} << 30;
-  if (total + headroom > free_bytes)
-    fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ",
-         free_bytes >> 20, " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
-
-  Uploader up(total);
-  up.allocate();
+// Every tensor of the model through the uploader, in one fixed order.
+CudaWeights bind(const ModelWeights& weights, Uploader& up) {
   CudaWeights cw;
   cw.embed = up.matrix(weights.embed);
   cw.lm_head = up.matrix(weights.lm_head);
@@ -164,6 +126,24 @@ CudaWeights upload_weights(const ModelConfig& config, const ModelWeights& weight
     c.down = up.matrix(L.mlp.down);
     cw.layers.push_back(c);
   }
+  return cw;
+}
+
+}  // namespace
+
+CudaWeights upload_weights(const ModelWeights& weights) {
+  Uploader sizing;
+  bind(weights, sizing);
+  const std::size_t total = sizing.laid_out();
+  std::size_t free_bytes = 0, device_total = 0;
+  QWENRT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_total));
+  // Leave room for activations, the caches and cuBLAS's workspace.
+  const std::size_t headroom = std::size_t{1} << 30;
+  if (total + headroom > free_bytes)
+    fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ",
+         free_bytes >> 20, " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
+  Uploader up(total);
+  CudaWeights cw = bind(weights, up);
   cw.arena = up.take();
   return cw;
 }

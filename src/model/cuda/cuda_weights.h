@@ -39,8 +39,8 @@ struct CudaWeights {
 };
 
 // Uploads to the current device, showing progress on stderr when it is a terminal. Error when the
-// GPU lacks the memory (saying how much is needed and free) or the model has parts the CUDA path
-// does not run yet (MoE).
-CudaWeights upload_weights(const ModelConfig& config, const ModelWeights& weights);
+// GPU lacks the memory (saying how much is needed and free). MoE layers are not uploaded: the
+// caller (CudaForward) refuses MoE configs first.
+CudaWeights upload_weights(const ModelWeights& weights);
 
 }  // namespace qwenrt
