@@ -4,83 +4,23 @@
 
 #include <algorithm>
 
-#include "backend/cpu/ops.h"
+#include "cuda/deltanet_reference.h"
 #include "cuda/gpu_test_support.h"
-#include "model/deltanet.h"
 
 namespace qwenrt {
 namespace {
 
 using test::relative_l2;
-
-constexpr int kD = cuda::kDeltaNetDecodeHeadDim, kK = cuda::kDeltaNetDecodeConvKernel;
-
-struct Layer {
-  int nk = 0, nv = 0;
-  int64_t key_dim = 0, value_dim = 0, conv_dim = 0;
-  std::vector<float> conv_w, neg_exp_a, dt_bias, norm_w;
-  float eps = 1e-6f;
-};
-
-Layer random_layer(int nk, int nv, std::mt19937& rng) {
-  Layer L;
-  L.nk = nk;
-  L.nv = nv;
-  L.key_dim = int64_t{nk} * kD;
-  L.value_dim = int64_t{nv} * kD;
-  L.conv_dim = 2 * L.key_dim + L.value_dim;
-  L.conv_w = test::random_f32(static_cast<std::size_t>(L.conv_dim * kK), rng, 0.5f);
-  L.neg_exp_a = test::random_f32(static_cast<std::size_t>(nv), rng, 0.5f);
-  for (float& v : L.neg_exp_a) v = -std::exp(v);
-  L.dt_bias = test::random_f32(static_cast<std::size_t>(nv), rng);
-  L.norm_w = test::random_f32(kD, rng, 0.2f);
-  for (float& v : L.norm_w) v += 1.0f;
-  return L;
-}
-
-// One row through the CPU layer's decode arithmetic (model/deltanet.cpp, steps 2-5 before the out
-// projection). ring: this slot's K × conv_dim ring, S: its [nv, dk, dv] state, both updated; out:
-// [value_dim] before the bf16 rounding.
-void reference_row(const Layer& L, const float* qkv, const float* z, const float* b, const float* a, int64_t pos,
-                   float* ring, float* S, std::vector<float>& out) {
-  // Causal conv over the rows of positions pos−K+1..pos (negative ones are zeros), then SiLU.
-  std::vector<float> mixed(static_cast<std::size_t>(L.conv_dim));
-  for (int64_t ch = 0; ch < L.conv_dim; ++ch) {
-    float s = 0;
-    for (int j = 0; j < kK; ++j) {
-      const int64_t pj = pos - (kK - 1) + j;
-      const float h = j == kK - 1 ? qkv[ch] : pj < 0 ? 0.0f : ring[(pj % kK) * L.conv_dim + ch];
-      s += L.conv_w[ch * kK + j] * h;
-    }
-    mixed[ch] = cpu::silu(s);
-  }
-  std::copy(qkv, qkv + L.conv_dim, ring + (pos % kK) * L.conv_dim);
-
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(kD));
-  for (int hk = 0; hk < L.nk; ++hk) {
-    cpu::l2_normalize(&mixed[hk * kD], kD, 1e-6f, q_scale);
-    cpu::l2_normalize(&mixed[L.key_dim + hk * kD], kD, 1e-6f, 1.0f);
-  }
-  out.assign(static_cast<std::size_t>(L.value_dim), 0.0f);
-  const int ratio = L.nv / L.nk;
-  for (int hv = 0; hv < L.nv; ++hv) {
-    const int hk = hv / ratio;
-    const float beta = cpu::sigmoid(b[hv]);
-    const float g = L.neg_exp_a[hv] * cpu::softplus(a[hv] + L.dt_bias[hv]);
-    float* o = &out[hv * kD];
-    const DeltaRuleHead head{&mixed[hk * kD], &mixed[L.key_dim + hk * kD], &mixed[2 * L.key_dim + hv * kD], &beta, &g, o, 0, 0, 0, 0, 0};
-    delta_rule_recurrent(head, 1, kD, kD, S + int64_t{hv} * kD * kD);
-    cpu::rms_norm(o, L.norm_w.data(), o, kD, L.eps);
-    for (int j = 0; j < kD; ++j) o[j] *= cpu::silu(z[hv * kD + j]);
-  }
-}
+using test::DeltaNetLayer;
+using test::kD;
+using test::kK;
 
 // B sequences in cache slots `slots` (of n_slots), starting at `start` positions, decoded for
 // `steps` consecutive rows; every step checks the bf16 output, the recurrent state and the ring.
 void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, const std::vector<int64_t>& start, int steps,
                unsigned seed) {
   std::mt19937 rng(seed);
-  const Layer L = random_layer(nk, nv, rng);
+  const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng);
   const int B = static_cast<int>(slots.size());
   // Padded row strides, so a kernel that assumes dense rows fails.
   const int64_t ld_qkv = L.conv_dim + 8, ld_z = L.value_dim + 4, ld_ba = nv + 3, ld_out = L.value_dim + 16;
@@ -147,7 +87,7 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
     const auto out = test::to_host<uint16_t>(d_out, static_cast<std::size_t>(B * ld_out));
     for (int i = 0; i < B; ++i) {
       std::vector<float> ref_f;
-      reference_row(L, &qkv[i * ld_qkv], &z[i * ld_z], &b[i * ld_ba], &a[i * ld_ba], pos[i], &ring[slots[i] * conv_slot],
+      test::deltanet_reference_row(L, &qkv[i * ld_qkv], &z[i * ld_z], &b[i * ld_ba], &a[i * ld_ba], pos[i], &ring[slots[i] * conv_slot],
                     &state[slots[i] * rec_slot], ref_f);
       // The output is bf16: rounding alone is up to 2^-9 relative per element (~1e-3 in L2). Each
       // element must be within one bf16 step of the f32 reference, plus a little for the f32 part.

@@ -1,11 +1,13 @@
 #pragma once
 // Device pieces shared by the attention kernels: where a cached position lives in the paged pools,
-// asynchronous 16-byte copies into shared memory, and head rows in shared memory laid out so that
+// and head rows in shared memory laid out so that
 // ldmatrix reads them without bank conflicts.
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "backend/cuda/gate_math.cuh"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/paged_kv.h"
 
 namespace qwenrt::cuda {
@@ -25,19 +27,6 @@ __device__ __forceinline__ int64_t paged_offset(const PagedKv& kv, const int32_t
 constexpr int kHeadRowBytes = kAttentionHeadDim * 2;
 __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
   return static_cast<uint32_t>(row * kHeadRowBytes + ((chunk ^ (row & 7)) << 4));
-}
-
-// 16 bytes global → shared without passing through registers (L2 only: K/V rows are read once per
-// block). With `fill` false nothing is read and the 16 bytes are zeroed, so masked rows hold finite
-// values (0·V must not be NaN).
-__device__ __forceinline__ void cp_async16(uint32_t smem_addr, const void* gmem, bool fill) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem), "r"(fill ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 // The calling warp copies one head row (512 bytes) into row `row` of a swizzled tile; lane i takes
@@ -64,7 +53,5 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 }  // namespace qwenrt::cuda

@@ -1,6 +1,7 @@
 #include "backend/cuda/deltanet_decode.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gate_math.cuh"
 
 namespace qwenrt::cuda {
 namespace {
@@ -22,10 +23,6 @@ constexpr int kRowsPerThread = kDk / kRowGroups;      // 32 float4 in registers
 // The prologue gives thread t channel t of q, of k and of v.
 static_assert(kThreads == kDk && kThreads == kDv, "one thread per q/k/v channel in the prologue");
 static_assert(kColGroups % 8 == 0 && kRowGroups == 4, "a warp is 8 column groups x 4 row groups");
-
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -9,6 +9,7 @@
 #include "backend/cuda/attention_prepare.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/deltanet_decode.h"
+#include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/row_ops.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "core/error.h"
@@ -55,7 +56,7 @@ void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
   Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
-  Growable gemm_ws, h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+  Growable gemm_ws, gdn_ws, h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
 };
 
 // The tensors of a ModelCache on this GPU: per slot all DeltaNet layers' conv rings and
@@ -189,25 +190,19 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   a.dk = static_cast<int>(c.linear_key_head_dim);
   a.dv = static_cast<int>(c.linear_value_head_dim);
   a.K = static_cast<int>(c.linear_conv_kernel);
-  const int32_t* slots = s.row_slot.get<int32_t>(static_cast<std::size_t>(T));
-  const int64_t* positions = s.pos64.get<int64_t>(static_cast<std::size_t>(T));
-  auto launch = [&](int64_t row, int64_t rows) {
-    a.qkv = qkv + row * cd;
-    a.z = z + row * vd;
-    a.b = ba + row * 2 * nv;
-    a.a = ba + row * 2 * nv + nv;
-    a.slots = slots + row;
-    a.positions = positions + row;
-    a.out = o + row * vd;
-    a.B = static_cast<int>(rows);
-    cuda::deltanet_decode(a, stream_);
-  };
+  a.qkv = qkv;
+  a.z = z;
+  a.b = ba;
+  a.a = ba + nv;
+  a.out = o;
   if (lay.phase == Phase::Decode) {
-    launch(0, T);
+    a.slots = s.row_slot.get<int32_t>(static_cast<std::size_t>(T));
+    a.positions = s.pos64.get<int64_t>(static_cast<std::size_t>(T));
+    a.B = static_cast<int>(T);
+    cuda::deltanet_decode(a, stream_);
   } else {
-    // Windows run the recurrence a row at a time for now (the chunked tensor-core form is next).
-    for (const auto& sp : lay.spans)
-      for (int64_t r = 0; r < sp.rows; ++r) launch(sp.first_row + r, 1);
+    // Windows: the chunked form over all spans at once (laid out once per step, in forward).
+    cuda::deltanet_prefill(a, *window_, stream_);
   }
   matmul(o, T, vd, vd, {{w.out_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
 }
@@ -299,6 +294,16 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   upload(s.row_seq, row_seq, stream_);
   upload(s.span_first, span_first, stream_);
   upload(s.block_tables, tables, stream_);
+  window_.reset();
+  if (lay.phase != Phase::Decode && config_.count(LayerKind::LinearAttention) > 0) {
+    std::vector<cuda::DeltaNetSpan> spans;
+    for (const auto& sp : lay.spans)
+      spans.push_back({static_cast<int32_t>(sp.first_row), static_cast<int32_t>(sp.rows), static_cast<int32_t>(sp.start_position),
+                       static_cast<int32_t>(sp.slot)});
+    const int nk = static_cast<int>(config_.linear_num_key_heads), nv = static_cast<int>(config_.linear_num_value_heads);
+    const std::size_t ws = cuda::deltanet_prefill_workspace_bytes(spans, nk, nv);
+    window_ = std::make_unique<cuda::DeltaNetWindow>(cuda::plan_deltanet_window(spans, nk, nv, s.gdn_ws.get<std::byte>(ws), ws, stream_));
+  }
   std::vector<int32_t> rows;  // the rows whose logits are wanted
   if (step.all_logits) {
     for (int64_t r = 0; r < T; ++r) rows.push_back(static_cast<int32_t>(r));

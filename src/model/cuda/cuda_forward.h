@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "backend/cuda/cublas_gemm.h"
+#include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/device_forward.h"
@@ -49,6 +50,7 @@ class CudaForward final : public DeviceForward {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<cuda::CublasGemm> cublas_;  // loaded on the first call of more than 8 rows
+  std::unique_ptr<cuda::DeltaNetWindow> window_;  // the DeltaNet layout of the current window step
   // Decode graphs by (rows, length bound, table stride, cache): captured on a shape's second
   // step, replayed after; stale once device memory has moved (epoch).
   struct Graph {

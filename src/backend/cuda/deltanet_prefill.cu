@@ -1,0 +1,693 @@
+#include "backend/cuda/deltanet_prefill.h"
+
+#include <algorithm>
+#include <set>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gate_math.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace qwenrt::cuda {
+namespace {
+
+constexpr int kC = kDeltaNetChunk;             // rows per chunk
+constexpr int kD = kDeltaNetDecodeHeadDim;     // dk = dv
+constexpr int K = kDeltaNetDecodeConvKernel;   // conv taps
+constexpr int kSlice = 32;                     // state columns per block of the state kernel
+static_assert(K == 4, "the conv below keeps the K−1 previous rows in three registers");
+
+// Row strides (floats) of the shared-memory tiles, chosen so the tf32 fragment loads are free of
+// bank conflicts: ≡ 4 (mod 32) where a tile is read along its rows (A operands, Bᵀ), ≡ 8 where it
+// is read down its columns (B operands stored k-major, transposed A).
+constexpr int kLdRow = kD + 4;      // [64][128] tiles read along rows
+constexpr int kLdCol = kD + 8;      // [·][128] tiles read down columns
+constexpr int kLdTri = kC + 4;      // [64][64] triangular matrices (A operands)
+constexpr int kLdSlice = kSlice + 8;  // [·][32] state slices and Δ slices (B operands)
+
+struct SpanMeta {
+  int32_t first_row, rows, start_position, slot, first_chunk, chunks, pad0, pad1;
+};
+struct ChunkMeta {
+  int32_t first_row, rows, span, pad;
+};
+
+// The workspace: metadata, then per-chunk intermediates, each chunk's tile contiguous.
+struct Work {
+  const SpanMeta* spans;
+  const ChunkMeta* chunks;
+  float* qn;     // [C][nk][64][128] normalised, scaled q
+  float* kn;     // [C][nk][64][128] normalised k
+  float* w;      // [C][nv][64][128] W = T diag(βγ) K
+  float* u;      // [C][nv][64][128] U = T diag(β) V
+  float* delta;  // [C][nv][64][128] Δ = U − W S₀
+  float* gcum;   // [C][nv][64] cumulative log decay G_t
+  float* h;      // [C][nv][128][128] the state at each chunk's start
+};
+
+struct WorkLayout {
+  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, w = 0, u = 0, delta = 0, gcum = 0, h = 0, total = 0;
+  int n_chunks = 0;
+};
+
+std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
+
+WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
+  WorkLayout L;
+  for (const auto& s : spans) L.n_chunks += (std::max(s.rows, 0) + kC - 1) / kC;
+  const std::size_t C = static_cast<std::size_t>(L.n_chunks), tile = kC * kD * sizeof(float);
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  L.spans = take(spans.size() * sizeof(SpanMeta));
+  L.chunks = take(C * sizeof(ChunkMeta));
+  L.qn = take(C * nk * tile);
+  L.kn = take(C * nk * tile);
+  L.w = take(C * nv * tile);
+  L.u = take(C * nv * tile);
+  L.delta = take(C * nv * tile);
+  L.gcum = take(C * nv * kC * sizeof(float));
+  L.h = take(C * nv * kD * kD * sizeof(float));
+  L.total = at;
+  return L;
+}
+
+// tf32 fragments of m16n8k8 (mma.cuh) read from shared memory; g = lane/4, t = lane%4.
+// A(m, k) = src[m·ld + k], the 16×8 tile at (m0, k0).
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t) {
+  const float* p = src + (m0 + g) * ld + k0 + t;
+  a[0] = to_tf32(p[0]);
+  a[1] = to_tf32(p[8 * ld]);
+  a[2] = to_tf32(p[4]);
+  a[3] = to_tf32(p[8 * ld + 4]);
+}
+// A(m, k) = src[k·ld + m] · scale[k]: a stored matrix, transposed, its stored rows scaled.
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t,
+                                         const float* scale) {
+  const float s0 = scale[k0 + t], s1 = scale[k0 + t + 4];
+  const float* p = src + (k0 + t) * ld + m0 + g;
+  a[0] = to_tf32(p[0] * s0);
+  a[1] = to_tf32(p[8] * s0);
+  a[2] = to_tf32(p[4 * ld] * s1);
+  a[3] = to_tf32(p[4 * ld + 8] * s1);
+}
+// B(k, n) = src[k·ld + n].
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
+  const float* p = src + (k0 + t) * ld + n0 + g;
+  b[0] = to_tf32(p[0]);
+  b[1] = to_tf32(p[4 * ld]);
+}
+// B(k, n) = src[n·ld + k].
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
+  const float* p = src + (n0 + g) * ld + k0 + t;
+  b[0] = to_tf32(p[0]);
+  b[1] = to_tf32(p[4]);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// Copies a [rows][cols] f32 tile (global row stride ld_src) into shared memory (row stride ld_dst),
+// 16 bytes per copy, spread over the block's threads.
+template <int kRows, int kCols>
+__device__ __forceinline__ void copy_tile_async(float* dst, int ld_dst, const float* src, int64_t ld_src) {
+  constexpr int kPerRow = kCols / 4;
+  for (int e = threadIdx.x; e < kRows * kPerRow; e += blockDim.x) {
+    const int r = e / kPerRow, c4 = e % kPerRow;
+    cp_async16(dst + r * ld_dst + 4 * c4, src + r * ld_src + 4 * c4);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// prepare: one block per (chunk, value head). Conv + SiLU of the chunk's q, k (of the key head) and
+// v rows, q/k norms, gates and their cumulative sum, then L, T = (I + L)⁻¹, W and U.
+
+constexpr int kPrepareThreads = 128;
+struct PrepareSmem {
+  alignas(16) float q[kC][kLdRow];
+  alignas(16) float k[kC][kLdRow];
+  alignas(16) float v[kC][kLdRow];
+  alignas(16) float l[kC][kLdTri];
+  alignas(16) float ti[kC][kLdTri];
+  float beta[kC], gcum[kC];
+};
+
+__global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  extern __shared__ float4 smem_raw[];
+  PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
+  const int c = blockIdx.x, hv = blockIdx.y;
+  const ChunkMeta ch = work.chunks[c];
+  const SpanMeta sp = work.spans[ch.span];
+  const int ratio = p.nv / p.nk, hk = hv / ratio;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
+
+  // Causal conv + SiLU, thread = channel. A pre-conv row before the span comes from the ring (or is
+  // zero before position 0); the ring is only read here (the ring kernel writes it afterwards).
+  {
+    const int p0 = sp.start_position + (ch.first_row - sp.first_row);
+    const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
+    const int64_t channels[3] = {hk * kD + tid, key_dim + hk * kD + tid, 2 * key_dim + int64_t{hv} * kD + tid};
+    float* dst[3] = {&sm.q[0][tid], &sm.k[0][tid], &sm.v[0][tid]};
+#pragma unroll
+    for (int m = 0; m < 3; ++m) {
+      const int64_t chn = channels[m];
+      float w[K];
+#pragma unroll
+      for (int j = 0; j < K; ++j) w[j] = p.conv_w[chn * K + j];
+      auto pre = [&](int pos) -> float {
+        if (pos >= sp.start_position) return p.qkv[int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn];
+        if (pos >= 0) return ring[(pos % K) * conv_dim + chn];
+        return 0.0f;
+      };
+      float x3 = pre(p0 - 3), x2 = pre(p0 - 2), x1 = pre(p0 - 1);
+      const float* x = p.qkv + int64_t{ch.first_row} * p.ld_qkv + chn;
+#pragma unroll 4
+      for (int r = 0; r < kC; ++r) {
+        float y = 0.0f;
+        if (r < ch.rows) {
+          const float x0 = x[r * p.ld_qkv];
+          float acc = 0.0f;
+          acc += w[0] * x3;
+          acc += w[1] * x2;
+          acc += w[2] * x1;
+          acc += w[3] * x0;
+          y = silu(acc);
+          x3 = x2;
+          x2 = x1;
+          x1 = x0;
+        }
+        dst[m][r * kLdRow] = y;
+      }
+    }
+  }
+  // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
+  if (tid < kC) {
+    float beta = 0.0f, gl = 0.0f;
+    if (tid < ch.rows) {
+      const int64_t row = ch.first_row + tid;
+      beta = sigmoid(p.b[row * p.ld_ba + hv]);
+      gl = p.neg_exp_a[hv] * softplus(p.a[row * p.ld_ba + hv] + p.dt_bias[hv]);
+    }
+    sm.beta[tid] = beta;
+    sm.gcum[tid] = gl;
+  }
+  __syncthreads();
+
+  // Cumulative sum of the log decays (warp 0, two rows per lane); q/k norms (all warps, a row each).
+  if (warp == 0) {
+    const float g0 = sm.gcum[2 * lane], g1 = sm.gcum[2 * lane + 1];
+    float s = g0 + g1;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float n = __shfl_up_sync(0xffffffffu, s, off);
+      if (lane >= off) s += n;
+    }
+    const float before = s - (g0 + g1);
+    sm.gcum[2 * lane] = before + g0;
+    sm.gcum[2 * lane + 1] = before + g0 + g1;
+  }
+  {
+    const bool writer = hv % ratio == 0;  // the first value head of a key head stores its q, k
+    const float q_scale = 1.0f / sqrtf(static_cast<float>(kD));
+    float* qn = work.qn + (int64_t{c} * p.nk + hk) * kC * kD;
+    float* kn = work.kn + (int64_t{c} * p.nk + hk) * kC * kD;
+    for (int r = warp; r < kC; r += kPrepareThreads / 32) {
+      float4& q4 = *reinterpret_cast<float4*>(&sm.q[r][4 * lane]);
+      float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * lane]);
+      float4 q = q4, k = k4;
+      const float qs = (1.0f / sqrtf(warp_sum(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w) + 1e-6f)) * q_scale;
+      const float ks = 1.0f / sqrtf(warp_sum(k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w) + 1e-6f);
+      q = make_float4(q.x * qs, q.y * qs, q.z * qs, q.w * qs);
+      k = make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks);
+      k4 = k;
+      if (writer) {
+        reinterpret_cast<float4*>(qn + r * kD)[lane] = q;
+        reinterpret_cast<float4*>(kn + r * kD)[lane] = k;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
+
+  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal. Warp w: rows 16w.., columns < 16(w+1).
+  {
+    float acc[8][4] = {};
+    for (int k0 = 0; k0 < kD; k0 += 8) {
+      uint32_t a[4];
+      load_a(a, &sm.k[0][0], kLdRow, 16 * warp, k0, g, t);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        if (n < 2 * (warp + 1)) {
+          uint32_t b[2];
+          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 8 * n, g, t);
+          mma_tf32_1688(acc[n], a, b);
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * warp + g + (i >= 2 ? 8 : 0), col = 8 * n + 2 * t + (i & 1);
+        sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+      }
+  }
+  __syncthreads();
+
+  // T = (I + L)⁻¹ by 16×16 blocks. Diagonal blocks: forward substitution, a column per thread.
+  if (tid < 64) {
+    const int o = 16 * (tid / 16), col = tid % 16;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = r == col ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < r; ++j) s -= sm.l[o + r][o + j] * x[j];
+      x[r] = r < col ? 0.0f : s;
+      sm.ti[o + r][o + col] = x[r];
+    }
+  } else {
+    for (int e = tid - 64; e < kC * kC; e += kPrepareThreads - 64) {
+      const int r = e / kC, col = e % kC;
+      if (r / 16 < col / 16) sm.ti[r][col] = 0.0f;
+    }
+  }
+  __syncthreads();
+  // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. The q tile is
+  // free by now and holds the partial sums.
+  float* partial = &sm.q[0][0];
+  for (int bi = 1; bi < 4; ++bi) {
+    for (int e = tid; e < bi * 256; e += kPrepareThreads) {
+      const int bj = e / 256, r = (e / 16) % 16, col = e % 16;
+      float s = 0.0f;
+      for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
+      partial[e] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < bi * 256; e += kPrepareThreads) {
+      const int bj = e / 256, r = (e / 16) % 16, col = e % 16;
+      float s = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
+      sm.ti[16 * bi + r][16 * bj + col] = -s;
+    }
+    __syncthreads();
+  }
+
+  // X = diag(βγ) K and Y = diag(β) V in place, then W = T X and U = T Y (T is lower triangular:
+  // warp w needs k < 16(w+1)).
+  for (int e = tid; e < kC * kD / 4; e += kPrepareThreads) {
+    const int r = e / (kD / 4), c4 = e % (kD / 4);
+    const float bk = sm.beta[r] * expf(sm.gcum[r]), bv = sm.beta[r];
+    float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * c4]);
+    float4& v4 = *reinterpret_cast<float4*>(&sm.v[r][4 * c4]);
+    k4 = make_float4(k4.x * bk, k4.y * bk, k4.z * bk, k4.w * bk);
+    v4 = make_float4(v4.x * bv, v4.y * bv, v4.z * bv, v4.w * bv);
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int which = 0; which < 2; ++which) {
+    const float* src = which == 0 ? &sm.k[0][0] : &sm.v[0][0];
+    float* dst = (which == 0 ? work.w : work.u) + (int64_t{c} * p.nv + hv) * kC * kD;
+    float acc[16][4] = {};
+    for (int ks = 0; ks < 2 * (warp + 1); ++ks) {
+      uint32_t a[4];
+      load_a(a, &sm.ti[0][0], kLdTri, 16 * warp, 8 * ks, g, t);
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        uint32_t b[2];
+        load_b_kn(b, src, kLdRow, 8 * ks, 8 * n, g, t);
+        mma_tf32_1688(acc[n], a, b);
+      }
+    }
+    const int row = 16 * warp + g;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      const int col = 8 * n + 2 * t;
+      *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(acc[n][0], acc[n][1]);
+      *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(acc[n][2], acc[n][3]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// state: one block per (32 state columns, value head, span), walking the span's chunks in order.
+// The block's 128×32 slice of S lives in the warps' accumulators (warp w: rows 32w..32w+31).
+
+constexpr int kStateThreads = 128;
+struct StateSmem {
+  alignas(16) float w[kC][kLdRow];
+  alignas(16) float k[kC][kLdCol];
+  alignas(16) float u[kC][kLdSlice];
+  alignas(16) float h[kD][kLdSlice];
+  alignas(16) float d[kC][kLdSlice];
+  alignas(16) float gcum[kC];
+  float decay[kC];
+};
+
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  extern __shared__ float4 smem_raw[];
+  StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
+  const int j0 = blockIdx.x * kSlice, hv = blockIdx.y;
+  const SpanMeta sp = work.spans[blockIdx.z];
+  const int hk = hv / (p.nv / p.nk);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  float* state = p.rec_state + int64_t{sp.slot} * p.rec_slot_stride + int64_t{hv} * kD * kD;
+
+  // s[mt][nt]: rows 32w + 16mt + g (+8), columns j0 + 8nt + 2t (+1).
+  float s[2][4][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int row = 32 * warp + 16 * mt + g, col = j0 + 8 * nt + 2 * t;
+      const float2 lo = *reinterpret_cast<const float2*>(state + row * kD + col);
+      const float2 hi = *reinterpret_cast<const float2*>(state + (row + 8) * kD + col);
+      s[mt][nt][0] = lo.x;
+      s[mt][nt][1] = lo.y;
+      s[mt][nt][2] = hi.x;
+      s[mt][nt][3] = hi.y;
+    }
+
+  for (int ci = 0; ci < sp.chunks; ++ci) {
+    const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
+    copy_tile_async<kC, kD>(&sm.w[0][0], kLdRow, work.w + head_tile, kD);
+    copy_tile_async<kC, kD>(&sm.k[0][0], kLdCol, work.kn + (c * p.nk + hk) * kC * kD, kD);
+    copy_tile_async<kC, kSlice>(&sm.u[0][0], kLdSlice, work.u + head_tile + j0, kD);
+    if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
+    cp_async_commit();
+    // S₀ of this chunk: to shared memory for the products below and to the workspace for `output`.
+    float* snapshot = work.h + (c * p.nv + hv) * kD * kD;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int row = 32 * warp + 16 * mt + g, col = 8 * nt + 2 * t;
+        const float2 lo = make_float2(s[mt][nt][0], s[mt][nt][1]), hi = make_float2(s[mt][nt][2], s[mt][nt][3]);
+        *reinterpret_cast<float2*>(&sm.h[row][col]) = lo;
+        *reinterpret_cast<float2*>(&sm.h[row + 8][col]) = hi;
+        *reinterpret_cast<float2*>(snapshot + row * kD + j0 + col) = lo;
+        *reinterpret_cast<float2*>(snapshot + (row + 8) * kD + j0 + col) = hi;
+      }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (tid < kC) sm.decay[tid] = expf(sm.gcum[kC - 1] - sm.gcum[tid]);
+
+    // Δ = U − W S₀; warp w: rows 16w.. of the chunk.
+    {
+      float acc[4][4] = {};
+      for (int k0 = 0; k0 < kD; k0 += 8) {
+        uint32_t a[4];
+        load_a(a, &sm.w[0][0], kLdRow, 16 * warp, k0, g, t);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          uint32_t b[2];
+          load_b_kn(b, &sm.h[0][0], kLdSlice, k0, 8 * nt, g, t);
+          mma_tf32_1688(acc[nt], a, b);
+        }
+      }
+      float* delta = work.delta + head_tile + j0;
+      const int row = 16 * warp + g;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int col = 8 * nt + 2 * t;
+        const float2 lo = make_float2(sm.u[row][col] - acc[nt][0], sm.u[row][col + 1] - acc[nt][1]);
+        const float2 hi = make_float2(sm.u[row + 8][col] - acc[nt][2], sm.u[row + 8][col + 1] - acc[nt][3]);
+        *reinterpret_cast<float2*>(&sm.d[row][col]) = lo;
+        *reinterpret_cast<float2*>(&sm.d[row + 8][col]) = hi;
+        *reinterpret_cast<float2*>(delta + row * kD + col) = lo;
+        *reinterpret_cast<float2*>(delta + (row + 8) * kD + col) = hi;
+      }
+    }
+    __syncthreads();
+
+    // S = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
+    const float gamma = expf(sm.gcum[kC - 1]);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[mt][nt][i] *= gamma;
+    for (int k0 = 0; k0 < kC; k0 += 8) {
+      uint32_t a[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) load_a_t(a[mt], &sm.k[0][0], kLdCol, 32 * warp + 16 * mt, k0, g, t, sm.decay);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        uint32_t b[2];
+        load_b_kn(b, &sm.d[0][0], kLdSlice, k0, 8 * nt, g, t);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) mma_tf32_1688(s[mt][nt], a[mt], b);
+      }
+    }
+    __syncthreads();  // the tiles are overwritten by the next chunk
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int row = 32 * warp + 16 * mt + g, col = j0 + 8 * nt + 2 * t;
+      *reinterpret_cast<float2*>(state + row * kD + col) = make_float2(s[mt][nt][0], s[mt][nt][1]);
+      *reinterpret_cast<float2*>(state + (row + 8) * kD + col) = make_float2(s[mt][nt][2], s[mt][nt][3]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// output: one block per (chunk, value head). P = (Q Kᵀ) ⊙ e^{G_t−G_s} on and below the diagonal,
+// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of P
+// 32(w/4).., columns of O 64(w/4)...
+
+constexpr int kOutputThreads = 256;
+struct OutputSmem {
+  alignas(16) float q[kC][kLdRow];
+  alignas(16) float k[kC][kLdRow];
+  alignas(16) float d[kC][kLdCol];
+  alignas(16) float h[kD][kLdCol];
+  alignas(16) float p[kC][kLdTri];
+  alignas(16) float gcum[kC];
+  float row_ss[2][kC];
+};
+
+__global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  extern __shared__ float4 smem_raw[];
+  OutputSmem& sm = *reinterpret_cast<OutputSmem*>(smem_raw);
+  const int64_t c = blockIdx.x;
+  const int hv = blockIdx.y;
+  const ChunkMeta ch = work.chunks[c];
+  const int hk = hv / (p.nv / p.nk);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int rb = warp % 4, cb = warp / 4;
+
+  const int64_t head_tile = (c * p.nv + hv) * kC * kD;
+  copy_tile_async<kC, kD>(&sm.q[0][0], kLdRow, work.qn + (c * p.nk + hk) * kC * kD, kD);
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLdRow, work.kn + (c * p.nk + hk) * kC * kD, kD);
+  copy_tile_async<kC, kD>(&sm.d[0][0], kLdCol, work.delta + head_tile, kD);
+  copy_tile_async<kD, kD>(&sm.h[0][0], kLdCol, work.h + (c * p.nv + hv) * kD * kD, kD);
+  if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  {
+    float acc[4][4] = {};
+    if (32 * cb <= 16 * rb + 15) {  // else the whole 16×32 tile is above the diagonal
+      for (int k0 = 0; k0 < kD; k0 += 8) {
+        uint32_t a[4];
+        load_a(a, &sm.q[0][0], kLdRow, 16 * rb, k0, g, t);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          uint32_t b[2];
+          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 32 * cb + 8 * nt, g, t);
+          mma_tf32_1688(acc[nt], a, b);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * nt + 2 * t + (i & 1);
+        sm.p[row][col] = col <= row ? acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+      }
+  }
+  __syncthreads();
+
+  float o[8][4] = {};
+  for (int k0 = 0; k0 < kD; k0 += 8) {
+    uint32_t a[4];
+    load_a(a, &sm.q[0][0], kLdRow, 16 * rb, k0, g, t);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      uint32_t b[2];
+      load_b_kn(b, &sm.h[0][0], kLdCol, k0, 64 * cb + 8 * nt, g, t);
+      mma_tf32_1688(o[nt], a, b);
+    }
+  }
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
+  const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    o[nt][0] *= e0;
+    o[nt][1] *= e0;
+    o[nt][2] *= e1;
+    o[nt][3] *= e1;
+  }
+  for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
+    uint32_t a[4];
+    load_a(a, &sm.p[0][0], kLdTri, 16 * rb, 8 * ks, g, t);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      uint32_t b[2];
+      load_b_kn(b, &sm.d[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
+      mma_tf32_1688(o[nt], a, b);
+    }
+  }
+
+  // Gated RMSNorm over the head's 128 columns: quad sums, then the two column halves' warps.
+  float ss0 = 0.0f, ss1 = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    ss0 += o[nt][0] * o[nt][0] + o[nt][1] * o[nt][1];
+    ss1 += o[nt][2] * o[nt][2] + o[nt][3] * o[nt][3];
+  }
+#pragma unroll
+  for (int m = 1; m <= 2; m *= 2) {
+    ss0 += __shfl_xor_sync(0xffffffffu, ss0, m);
+    ss1 += __shfl_xor_sync(0xffffffffu, ss1, m);
+  }
+  if (t == 0) {
+    sm.row_ss[cb][row0] = ss0;
+    sm.row_ss[cb][row1] = ss1;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = half == 0 ? row0 : row1;
+    if (row >= ch.rows) continue;
+    const float inv = 1.0f / sqrtf((sm.row_ss[0][row] + sm.row_ss[1][row]) / static_cast<float>(kD) + p.eps);
+    const int64_t R = ch.first_row + row;
+    const float* z = p.z + R * p.ld_z + int64_t{hv} * kD;
+    __nv_bfloat16* y = p.out + R * p.ld_out + int64_t{hv} * kD;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 64 * cb + 8 * nt + 2 * t + e;
+        y[col] = __float2bfloat16_rn(o[nt][2 * half + e] * inv * p.norm_w[col] * silu(z[col]));
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ring: after `prepare` has read the rings, each span leaves its last K pre-conv rows in its ring
+// (ring row = position mod K), as K decode steps would have.
+__global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  const SpanMeta sp = work.spans[blockIdx.x];
+  const int64_t conv_dim = 2 * int64_t{p.nk} * kD + int64_t{p.nv} * kD;
+  float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
+  const int end = sp.start_position + sp.rows;
+  for (int pos = max(sp.start_position, end - K); pos < end; ++pos) {
+    const float* src = p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv;
+    for (int64_t chn = threadIdx.x; chn < conv_dim; chn += blockDim.x) ring[(pos % K) * conv_dim + chn] = src[chn];
+  }
+}
+
+template <typename Kernel>
+void set_smem(Kernel kernel, std::size_t bytes) {
+  QWENRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace
+
+std::size_t deltanet_prefill_workspace_bytes(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
+  return plan(spans, nk, nv).total;
+}
+
+DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int nk, int nv, void* workspace,
+                                    std::size_t workspace_bytes, cudaStream_t stream) {
+  if (spans.empty() || spans.size() > 65535) fail("deltanet_prefill: ", spans.size(), " spans; it takes 1 to 65535");
+  std::set<int32_t> slots;
+  for (const auto& s : spans) {
+    if (s.rows < 1 || s.first_row < 0 || s.start_position < 0 || s.slot < 0 || int64_t{s.start_position} + s.rows > INT32_MAX)
+      fail("deltanet_prefill: bad span (first row ", s.first_row, ", ", s.rows, " rows, start position ", s.start_position, ", slot ",
+           s.slot, ")");
+    if (!slots.insert(s.slot).second) fail("deltanet_prefill: two spans share cache slot ", s.slot);
+  }
+  if (nk < 1 || nv < 1) fail("deltanet_prefill: ", nk, " key heads and ", nv, " value heads");
+  const WorkLayout L = plan(spans, nk, nv);
+  if (!workspace || workspace_bytes < L.total)
+    fail("deltanet_prefill: workspace of ", workspace_bytes, " bytes; the window needs ", L.total);
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) fail("deltanet_prefill: the workspace must be 256-byte aligned");
+
+  std::vector<SpanMeta> span_meta;
+  std::vector<ChunkMeta> chunk_meta;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const DeltaNetSpan& s = spans[i];
+    const int first_chunk = static_cast<int>(chunk_meta.size());
+    for (int r = 0; r < s.rows; r += kC) chunk_meta.push_back({s.first_row + r, std::min(kC, s.rows - r), static_cast<int32_t>(i), 0});
+    span_meta.push_back({s.first_row, s.rows, s.start_position, s.slot, first_chunk, static_cast<int32_t>(chunk_meta.size()) - first_chunk, 0, 0});
+  }
+  auto* base = static_cast<std::byte*>(workspace);
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(base + L.spans, span_meta.data(), span_meta.size() * sizeof(SpanMeta), cudaMemcpyHostToDevice, stream));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(base + L.chunks, chunk_meta.data(), chunk_meta.size() * sizeof(ChunkMeta), cudaMemcpyHostToDevice, stream));
+  return {spans, workspace, nk, nv, L.n_chunks};
+}
+
+void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window, cudaStream_t stream) {
+  if (a.dk != kD || a.dv != kD)
+    fail("deltanet_prefill: head dims dk ", a.dk, ", dv ", a.dv, " are not supported; the kernels are built for dk = dv = ", kD);
+  if (a.nk < 1 || a.nv < 1 || a.nv % a.nk != 0 || a.nv > 65535)
+    fail("deltanet_prefill: ", a.nv, " value heads over ", a.nk, " key heads; needs nk >= 1 and nv a multiple of nk");
+  if (a.nk != window.nk || a.nv != window.nv)
+    fail("deltanet_prefill: the window was planned for ", window.nk, "/", window.nv, " heads, the layer has ", a.nk, "/", a.nv);
+  if (a.K != K) fail("deltanet_prefill: conv kernel size ", a.K, " is not supported; the kernels are built for K = ", K);
+  if (!a.qkv || !a.z || !a.b || !a.a || !a.conv_w || !a.neg_exp_a || !a.dt_bias || !a.norm_w || !a.conv_state ||
+      !a.rec_state || !a.out || !window.workspace)
+    fail("deltanet_prefill: a null pointer among the arguments");
+  const int64_t key_dim = int64_t{a.nk} * kD, value_dim = int64_t{a.nv} * kD, conv_dim = 2 * key_dim + value_dim;
+  if (a.ld_qkv < conv_dim || a.ld_z < value_dim || a.ld_ba < a.nv || a.ld_out < value_dim)
+    fail("deltanet_prefill: row strides qkv ", a.ld_qkv, ", z ", a.ld_z, ", b/a ", a.ld_ba, ", out ", a.ld_out,
+         " must be at least conv_dim ", conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
+  if (a.conv_slot_stride < K * conv_dim)
+    fail("deltanet_prefill: conv slot stride ", a.conv_slot_stride, " is less than K x conv_dim = ", K * conv_dim);
+  if (a.rec_slot_stride < value_dim * kD || a.rec_slot_stride % 4 != 0 || reinterpret_cast<uintptr_t>(a.rec_state) % 16 != 0)
+    fail("deltanet_prefill: recurrent state needs 16-byte alignment and a slot stride that is a multiple of 4 and at least nv x dk x dv = ",
+         value_dim * kD, " (got ", a.rec_slot_stride, ")");
+  if (!(a.eps >= 0)) fail("deltanet_prefill: eps ", a.eps, " must be >= 0");
+
+  const WorkLayout L = plan(window.spans, a.nk, a.nv);
+  auto* base = static_cast<std::byte*>(window.workspace);
+  Work w;
+  w.spans = reinterpret_cast<const SpanMeta*>(base + L.spans);
+  w.chunks = reinterpret_cast<const ChunkMeta*>(base + L.chunks);
+  w.qn = reinterpret_cast<float*>(base + L.qn);
+  w.kn = reinterpret_cast<float*>(base + L.kn);
+  w.w = reinterpret_cast<float*>(base + L.w);
+  w.u = reinterpret_cast<float*>(base + L.u);
+  w.delta = reinterpret_cast<float*>(base + L.delta);
+  w.gcum = reinterpret_cast<float*>(base + L.gcum);
+  w.h = reinterpret_cast<float*>(base + L.h);
+  const int C = L.n_chunks, S = static_cast<int>(window.spans.size());
+
+  set_smem(prepare_kernel, sizeof(PrepareSmem));
+  set_smem(state_kernel, sizeof(StateSmem));
+  set_smem(output_kernel, sizeof(OutputSmem));
+  prepare_kernel<<<dim3(C, a.nv), kPrepareThreads, sizeof(PrepareSmem), stream>>>(a, w);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  ring_kernel<<<S, 256, 0, stream>>>(a, w);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  state_kernel<<<dim3(kD / kSlice, a.nv, S), kStateThreads, sizeof(StateSmem), stream>>>(a, w);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  output_kernel<<<dim3(C, a.nv), kOutputThreads, sizeof(OutputSmem), stream>>>(a, w);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda
