@@ -74,36 +74,39 @@ WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   return L;
 }
 
-// tf32 fragments of m16n8k8 (mma.cuh) read from shared memory; g = lane/4, t = lane%4.
-// A(m, k) = src[m·ld + k], the 16×8 tile at (m0, k0).
+// f32 rounded to the nearest tf32 (kept in an f32). Every tile that feeds a product is stored
+// rounded once, by whoever writes it, so the fragment loads below are plain loads.
+__device__ __forceinline__ float tf32(float x) { return __uint_as_float(to_tf32(x)); }
+__device__ __forceinline__ float4 tf32(float4 x) { return make_float4(tf32(x.x), tf32(x.y), tf32(x.z), tf32(x.w)); }
+
+// tf32 fragments of m16n8k8 (mma.cuh) from shared memory holding tf32-rounded values; g = lane/4,
+// t = lane%4. A(m, k) = src[m·ld + k], the 16×8 tile at (m0, k0).
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t) {
   const float* p = src + (m0 + g) * ld + k0 + t;
-  a[0] = to_tf32(p[0]);
-  a[1] = to_tf32(p[8 * ld]);
-  a[2] = to_tf32(p[4]);
-  a[3] = to_tf32(p[8 * ld + 4]);
+  a[0] = __float_as_uint(p[0]);
+  a[1] = __float_as_uint(p[8 * ld]);
+  a[2] = __float_as_uint(p[4]);
+  a[3] = __float_as_uint(p[8 * ld + 4]);
 }
-// A(m, k) = src[k·ld + m] · scale[k]: a stored matrix, transposed, its stored rows scaled.
-__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t,
-                                         const float* scale) {
-  const float s0 = scale[k0 + t], s1 = scale[k0 + t + 4];
+// A(m, k) = src[k·ld + m]: a stored matrix, transposed.
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t) {
   const float* p = src + (k0 + t) * ld + m0 + g;
-  a[0] = to_tf32(p[0] * s0);
-  a[1] = to_tf32(p[8] * s0);
-  a[2] = to_tf32(p[4 * ld] * s1);
-  a[3] = to_tf32(p[4 * ld + 8] * s1);
+  a[0] = __float_as_uint(p[0]);
+  a[1] = __float_as_uint(p[8]);
+  a[2] = __float_as_uint(p[4 * ld]);
+  a[3] = __float_as_uint(p[4 * ld + 8]);
 }
 // B(k, n) = src[k·ld + n].
 __device__ __forceinline__ void load_b_kn(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
   const float* p = src + (k0 + t) * ld + n0 + g;
-  b[0] = to_tf32(p[0]);
-  b[1] = to_tf32(p[4 * ld]);
+  b[0] = __float_as_uint(p[0]);
+  b[1] = __float_as_uint(p[4 * ld]);
 }
 // B(k, n) = src[n·ld + k].
 __device__ __forceinline__ void load_b_nk(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
   const float* p = src + (n0 + g) * ld + k0 + t;
-  b[0] = to_tf32(p[0]);
-  b[1] = to_tf32(p[4]);
+  b[0] = __float_as_uint(p[0]);
+  b[1] = __float_as_uint(p[4]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -129,15 +132,62 @@ __device__ __forceinline__ void copy_tile_async(float* dst, int ld_dst, const fl
 
 constexpr int kPrepareThreads = 128;
 struct PrepareSmem {
-  alignas(16) float q[kC][kLdRow];
   alignas(16) float k[kC][kLdRow];
-  alignas(16) float v[kC][kLdRow];
+  alignas(16) float v[kC][kLdCol];
   alignas(16) float l[kC][kLdTri];
   alignas(16) float ti[kC][kLdTri];
+  alignas(16) float partial[3 * 256];
   float beta[kC], gcum[kC];
 };
 
-__global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
+// Conv + SiLU of 4 channels (chn0..chn0+3) over the 16 rows of warp `warp` (rows 16w..16w+15 of the
+// chunk); y[i] is row 16w + i, zero past the chunk's end. A pre-conv row before the span comes from
+// the ring (zero before position 0); the ring is only read here (ring_kernel writes it afterwards).
+// All 19 pre-conv rows are loaded before any is used, so the loads are in flight together.
+__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
+                                          int64_t chn0, int64_t conv_dim, float4 (&y)[16 + K - 1]) {
+  const int r0 = 16 * warp;
+  const int pos0 = sp.start_position + (ch.first_row - sp.first_row) + r0;  // position of row r0
+  const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
+#pragma unroll
+  for (int i = 0; i < 16 + K - 1; ++i) {
+    const int pos = pos0 - (K - 1) + i;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r0 - (K - 1) + i < ch.rows) {
+      if (pos >= sp.start_position)
+        x = __ldg(reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0));
+      else if (pos >= 0)
+        x = *reinterpret_cast<const float4*>(ring + (pos % K) * conv_dim + chn0);
+    }
+    y[i] = x;
+  }
+  float4 w[4];  // w[c] = the K taps of channel chn0 + c, oldest first
+#pragma unroll
+  for (int c = 0; c < 4; ++c) w[c] = __ldg(reinterpret_cast<const float4*>(p.conv_w) + chn0 + c);
+  // In place: output row i reads pre-conv rows i..i+K−1, and overwrites row i once it is done.
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float4 a = y[i], b = y[i + 1], c = y[i + 2], d = y[i + 3];
+    float4 o;
+    o.x = silu(((0.0f + w[0].x * a.x) + w[0].y * b.x) + w[0].z * c.x + w[0].w * d.x);
+    o.y = silu(((0.0f + w[1].x * a.y) + w[1].y * b.y) + w[1].z * c.y + w[1].w * d.y);
+    o.z = silu(((0.0f + w[2].x * a.z) + w[2].y * b.z) + w[2].z * c.z + w[2].w * d.z);
+    o.w = silu(((0.0f + w[3].x * a.w) + w[3].y * b.w) + w[3].z * c.w + w[3].w * d.w);
+    y[i] = r0 + i < ch.rows ? o : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+// Scales 16 rows of 4 channels per lane to unit L2 norm over the warp's 128 channels, times `scale`.
+__device__ __forceinline__ void l2_normalize_rows(float4 (&y)[16 + K - 1], float scale) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float4 x = y[i];
+    const float s = (1.0f / sqrtf(warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w) + 1e-6f)) * scale;
+    y[i] = make_float4(x.x * s, x.y * s, x.z * s, x.w * s);
+  }
+}
+
+__global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
   const int c = blockIdx.x, hv = blockIdx.y;
@@ -147,44 +197,32 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
 
-  // Causal conv + SiLU, thread = channel. A pre-conv row before the span comes from the ring (or is
-  // zero before position 0); the ring is only read here (the ring kernel writes it afterwards).
+  // q, k, v of rows 16·warp.., channels 4·lane..: q normalised (and scaled) straight to the
+  // workspace by the first value head of the key head, k there too and to shared memory, v to
+  // shared memory.
   {
-    const int p0 = sp.start_position + (ch.first_row - sp.first_row);
-    const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
-    const int64_t channels[3] = {hk * kD + tid, key_dim + hk * kD + tid, 2 * key_dim + int64_t{hv} * kD + tid};
-    float* dst[3] = {&sm.q[0][tid], &sm.k[0][tid], &sm.v[0][tid]};
+    const bool writer = hv % ratio == 0;
+    const int r0 = 16 * warp;
+    float4 y[16 + K - 1];
+    if (writer) {
+      conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
+      l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
+      float* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-    for (int m = 0; m < 3; ++m) {
-      const int64_t chn = channels[m];
-      float w[K];
-#pragma unroll
-      for (int j = 0; j < K; ++j) w[j] = p.conv_w[chn * K + j];
-      auto pre = [&](int pos) -> float {
-        if (pos >= sp.start_position) return p.qkv[int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn];
-        if (pos >= 0) return ring[(pos % K) * conv_dim + chn];
-        return 0.0f;
-      };
-      float x3 = pre(p0 - 3), x2 = pre(p0 - 2), x1 = pre(p0 - 1);
-      const float* x = p.qkv + int64_t{ch.first_row} * p.ld_qkv + chn;
-#pragma unroll 4
-      for (int r = 0; r < kC; ++r) {
-        float y = 0.0f;
-        if (r < ch.rows) {
-          const float x0 = x[r * p.ld_qkv];
-          float acc = 0.0f;
-          acc += w[0] * x3;
-          acc += w[1] * x2;
-          acc += w[2] * x1;
-          acc += w[3] * x0;
-          y = silu(acc);
-          x3 = x2;
-          x2 = x1;
-          x1 = x0;
-        }
-        dst[m][r * kLdRow] = y;
-      }
+      for (int i = 0; i < 16; ++i) *reinterpret_cast<float4*>(qn + i * kD) = tf32(y[i]);
     }
+    conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
+    l2_normalize_rows(y, 1.0f);
+    float* kn = work.kn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float4 k = tf32(y[i]);
+      *reinterpret_cast<float4*>(&sm.k[r0 + i][4 * lane]) = k;
+      if (writer) *reinterpret_cast<float4*>(kn + i * kD) = k;
+    }
+    conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) *reinterpret_cast<float4*>(&sm.v[r0 + i][4 * lane]) = y[i];
   }
   // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
   if (tid < kC) {
@@ -199,7 +237,7 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
   }
   __syncthreads();
 
-  // Cumulative sum of the log decays (warp 0, two rows per lane); q/k norms (all warps, a row each).
+  // Cumulative sum of the log decays (warp 0, two rows per lane).
   if (warp == 0) {
     const float g0 = sm.gcum[2 * lane], g1 = sm.gcum[2 * lane + 1];
     float s = g0 + g1;
@@ -211,26 +249,6 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
     const float before = s - (g0 + g1);
     sm.gcum[2 * lane] = before + g0;
     sm.gcum[2 * lane + 1] = before + g0 + g1;
-  }
-  {
-    const bool writer = hv % ratio == 0;  // the first value head of a key head stores its q, k
-    const float q_scale = 1.0f / sqrtf(static_cast<float>(kD));
-    float* qn = work.qn + (int64_t{c} * p.nk + hk) * kC * kD;
-    float* kn = work.kn + (int64_t{c} * p.nk + hk) * kC * kD;
-    for (int r = warp; r < kC; r += kPrepareThreads / 32) {
-      float4& q4 = *reinterpret_cast<float4*>(&sm.q[r][4 * lane]);
-      float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * lane]);
-      float4 q = q4, k = k4;
-      const float qs = (1.0f / sqrtf(warp_sum(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w) + 1e-6f)) * q_scale;
-      const float ks = 1.0f / sqrtf(warp_sum(k.x * k.x + k.y * k.y + k.z * k.z + k.w * k.w) + 1e-6f);
-      q = make_float4(q.x * qs, q.y * qs, q.z * qs, q.w * qs);
-      k = make_float4(k.x * ks, k.y * ks, k.z * ks, k.w * ks);
-      k4 = k;
-      if (writer) {
-        reinterpret_cast<float4*>(qn + r * kD)[lane] = q;
-        reinterpret_cast<float4*>(kn + r * kD)[lane] = k;
-      }
-    }
   }
   __syncthreads();
   if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
@@ -279,42 +297,56 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
     }
   }
   __syncthreads();
-  // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. The q tile is
-  // free by now and holds the partial sums.
-  float* partial = &sm.q[0][0];
+  // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. A thread
+  // takes elements (r, col) of the 16×16 blocks; every loop bound is a constant, so the shared
+  // loads of a sum are all in flight together.
+  float* partial = sm.partial;
+#pragma unroll
   for (int bi = 1; bi < 4; ++bi) {
-    for (int e = tid; e < bi * 256; e += kPrepareThreads) {
-      const int bj = e / 256, r = (e / 16) % 16, col = e % 16;
-      float s = 0.0f;
-      for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
-      partial[e] = s;
+#pragma unroll
+    for (int e = tid; e < 256; e += kPrepareThreads) {
+      const int r = e / 16, col = e % 16;
+#pragma unroll
+      for (int bj = 0; bj < bi; ++bj) {
+        float s = 0.0f;
+#pragma unroll
+        for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
+        partial[bj * 256 + e] = s;
+      }
     }
     __syncthreads();
-    for (int e = tid; e < bi * 256; e += kPrepareThreads) {
-      const int bj = e / 256, r = (e / 16) % 16, col = e % 16;
-      float s = 0.0f;
 #pragma unroll
-      for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
-      sm.ti[16 * bi + r][16 * bj + col] = -s;
+    for (int e = tid; e < 256; e += kPrepareThreads) {
+      const int r = e / 16, col = e % 16;
+#pragma unroll
+      for (int bj = 0; bj < bi; ++bj) {
+        float s = 0.0f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
+        sm.ti[16 * bi + r][16 * bj + col] = -s;
+      }
     }
     __syncthreads();
   }
 
-  // X = diag(βγ) K and Y = diag(β) V in place, then W = T X and U = T Y (T is lower triangular:
-  // warp w needs k < 16(w+1)).
+  // X = diag(βγ) K and Y = diag(β) V in place, T rounded for the products; then W = T X and
+  // U = T Y (T is lower triangular: warp w needs k < 16(w+1)).
   for (int e = tid; e < kC * kD / 4; e += kPrepareThreads) {
     const int r = e / (kD / 4), c4 = e % (kD / 4);
     const float bk = sm.beta[r] * expf(sm.gcum[r]), bv = sm.beta[r];
     float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * c4]);
     float4& v4 = *reinterpret_cast<float4*>(&sm.v[r][4 * c4]);
-    k4 = make_float4(k4.x * bk, k4.y * bk, k4.z * bk, k4.w * bk);
-    v4 = make_float4(v4.x * bv, v4.y * bv, v4.z * bv, v4.w * bv);
+    k4 = tf32(make_float4(k4.x * bk, k4.y * bk, k4.z * bk, k4.w * bk));
+    v4 = tf32(make_float4(v4.x * bv, v4.y * bv, v4.z * bv, v4.w * bv));
   }
+  for (int e = tid; e < kC * kC; e += kPrepareThreads) sm.ti[e / kC][e % kC] = tf32(sm.ti[e / kC][e % kC]);
   __syncthreads();
 #pragma unroll 1
   for (int which = 0; which < 2; ++which) {
     const float* src = which == 0 ? &sm.k[0][0] : &sm.v[0][0];
+    const int ld = which == 0 ? kLdRow : kLdCol;
     float* dst = (which == 0 ? work.w : work.u) + (int64_t{c} * p.nv + hv) * kC * kD;
+    const bool round = which == 0;  // W feeds a product in `state`; U is only subtracted from
     float acc[16][4] = {};
     for (int ks = 0; ks < 2 * (warp + 1); ++ks) {
       uint32_t a[4];
@@ -322,7 +354,7 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
 #pragma unroll
       for (int n = 0; n < 16; ++n) {
         uint32_t b[2];
-        load_b_kn(b, src, kLdRow, 8 * ks, 8 * n, g, t);
+        load_b_kn(b, src, ld, 8 * ks, 8 * n, g, t);
         mma_tf32_1688(acc[n], a, b);
       }
     }
@@ -330,17 +362,18 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(const DeltaNet
 #pragma unroll
     for (int n = 0; n < 16; ++n) {
       const int col = 8 * n + 2 * t;
-      *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(acc[n][0], acc[n][1]);
-      *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(acc[n][2], acc[n][3]);
+      auto r = [&](float x) { return round ? tf32(x) : x; };
+      *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(r(acc[n][0]), r(acc[n][1]));
+      *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(r(acc[n][2]), r(acc[n][3]));
     }
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // state: one block per (32 state columns, value head, span), walking the span's chunks in order.
-// The block's 128×32 slice of S lives in the warps' accumulators (warp w: rows 32w..32w+31).
+// The block's 128×32 slice of S lives in the warps' accumulators (warp w: rows 16w..16w+15).
 
-constexpr int kStateThreads = 128;
+constexpr int kStateThreads = 256;
 struct StateSmem {
   alignas(16) float w[kC][kLdRow];
   alignas(16) float k[kC][kLdCol];
@@ -348,10 +381,9 @@ struct StateSmem {
   alignas(16) float h[kD][kLdSlice];
   alignas(16) float d[kC][kLdSlice];
   alignas(16) float gcum[kC];
-  float decay[kC];
 };
 
-__global__ void __launch_bounds__(kStateThreads) state_kernel(const DeltaNetDecodeArgs p, const Work work) {
+__global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   StateSmem& sm = *reinterpret_cast<StateSmem*>(smem_raw);
   const int j0 = blockIdx.x * kSlice, hv = blockIdx.y;
@@ -360,104 +392,115 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const DeltaNetDeco
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float* state = p.rec_state + int64_t{sp.slot} * p.rec_slot_stride + int64_t{hv} * kD * kD;
 
-  // s[mt][nt]: rows 32w + 16mt + g (+8), columns j0 + 8nt + 2t (+1).
-  float s[2][4][4];
+  // s[nt]: rows 16w + g (+8), columns j0 + 8nt + 2t (+1).
+  const int srow = 16 * warp + g;
+  float s[4][4];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int row = 32 * warp + 16 * mt + g, col = j0 + 8 * nt + 2 * t;
-      const float2 lo = *reinterpret_cast<const float2*>(state + row * kD + col);
-      const float2 hi = *reinterpret_cast<const float2*>(state + (row + 8) * kD + col);
-      s[mt][nt][0] = lo.x;
-      s[mt][nt][1] = lo.y;
-      s[mt][nt][2] = hi.x;
-      s[mt][nt][3] = hi.y;
-    }
+  for (int nt = 0; nt < 4; ++nt) {
+    const int col = j0 + 8 * nt + 2 * t;
+    const float2 lo = *reinterpret_cast<const float2*>(state + srow * kD + col);
+    const float2 hi = *reinterpret_cast<const float2*>(state + (srow + 8) * kD + col);
+    s[nt][0] = lo.x;
+    s[nt][1] = lo.y;
+    s[nt][2] = hi.x;
+    s[nt][3] = hi.y;
+  }
 
-  for (int ci = 0; ci < sp.chunks; ++ci) {
-    const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
+  // Loads run one step ahead: W, U and G of chunk c+1 (group "WUG") while S is updated with chunk
+  // c's K; K of chunk c+1 (group "K") while chunk c+1's Δ is computed. cp.async groups complete in
+  // commit order, so "wait until one group is pending" waits for the older of the two.
+  auto load_wug = [&](int64_t c) {
+    const int64_t head_tile = (c * p.nv + hv) * kC * kD;
     copy_tile_async<kC, kD>(&sm.w[0][0], kLdRow, work.w + head_tile, kD);
-    copy_tile_async<kC, kD>(&sm.k[0][0], kLdCol, work.kn + (c * p.nk + hk) * kC * kD, kD);
     copy_tile_async<kC, kSlice>(&sm.u[0][0], kLdSlice, work.u + head_tile + j0, kD);
     if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
     cp_async_commit();
-    // S₀ of this chunk: to shared memory for the products below and to the workspace for `output`.
+  };
+  auto load_k = [&](int64_t c) {
+    copy_tile_async<kC, kD>(&sm.k[0][0], kLdCol, work.kn + (c * p.nk + hk) * kC * kD, kD);
+    cp_async_commit();
+  };
+  if (sp.chunks > 0) {
+    load_wug(sp.first_chunk);
+    load_k(sp.first_chunk);
+  }
+  for (int ci = 0; ci < sp.chunks; ++ci) {
+    const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
+    // S₀ of this chunk, rounded: to shared memory for Δ and to the workspace for `output`.
     float* snapshot = work.h + (c * p.nv + hv) * kD * kD;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int row = 32 * warp + 16 * mt + g, col = 8 * nt + 2 * t;
-        const float2 lo = make_float2(s[mt][nt][0], s[mt][nt][1]), hi = make_float2(s[mt][nt][2], s[mt][nt][3]);
-        *reinterpret_cast<float2*>(&sm.h[row][col]) = lo;
-        *reinterpret_cast<float2*>(&sm.h[row + 8][col]) = hi;
-        *reinterpret_cast<float2*>(snapshot + row * kD + j0 + col) = lo;
-        *reinterpret_cast<float2*>(snapshot + (row + 8) * kD + j0 + col) = hi;
-      }
-    cp_async_wait<0>();
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = 8 * nt + 2 * t;
+      const float2 lo = make_float2(tf32(s[nt][0]), tf32(s[nt][1])), hi = make_float2(tf32(s[nt][2]), tf32(s[nt][3]));
+      *reinterpret_cast<float2*>(&sm.h[srow][col]) = lo;
+      *reinterpret_cast<float2*>(&sm.h[srow + 8][col]) = hi;
+      *reinterpret_cast<float2*>(snapshot + srow * kD + j0 + col) = lo;
+      *reinterpret_cast<float2*>(snapshot + (srow + 8) * kD + j0 + col) = hi;
+    }
+    cp_async_wait<1>();  // this chunk's W, U, G (its K may still be in flight)
     __syncthreads();
-    if (tid < kC) sm.decay[tid] = expf(sm.gcum[kC - 1] - sm.gcum[tid]);
+    const float g_last = sm.gcum[kC - 1], gamma = expf(g_last);
 
-    // Δ = U − W S₀; warp w: rows 16w.. of the chunk.
+    // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)... To the workspace as is (for
+    // `output`), to shared memory times e^{G_C−G_t} (the state update's row weights).
     {
-      float acc[4][4] = {};
+      const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
+      float acc[2][4] = {};
+#pragma unroll 4
       for (int k0 = 0; k0 < kD; k0 += 8) {
         uint32_t a[4];
-        load_a(a, &sm.w[0][0], kLdRow, 16 * warp, k0, g, t);
+        load_a(a, &sm.w[0][0], kLdRow, m0, k0, g, t);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < 2; ++nt) {
           uint32_t b[2];
-          load_b_kn(b, &sm.h[0][0], kLdSlice, k0, 8 * nt, g, t);
+          load_b_kn(b, &sm.h[0][0], kLdSlice, k0, n0 + 8 * nt, g, t);
           mma_tf32_1688(acc[nt], a, b);
         }
       }
       float* delta = work.delta + head_tile + j0;
-      const int row = 16 * warp + g;
+      const int row = m0 + g;
+      const float w0 = expf(g_last - sm.gcum[row]), w1 = expf(g_last - sm.gcum[row + 8]);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int col = 8 * nt + 2 * t;
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = n0 + 8 * nt + 2 * t;
         const float2 lo = make_float2(sm.u[row][col] - acc[nt][0], sm.u[row][col + 1] - acc[nt][1]);
         const float2 hi = make_float2(sm.u[row + 8][col] - acc[nt][2], sm.u[row + 8][col + 1] - acc[nt][3]);
-        *reinterpret_cast<float2*>(&sm.d[row][col]) = lo;
-        *reinterpret_cast<float2*>(&sm.d[row + 8][col]) = hi;
-        *reinterpret_cast<float2*>(delta + row * kD + col) = lo;
-        *reinterpret_cast<float2*>(delta + (row + 8) * kD + col) = hi;
+        *reinterpret_cast<float2*>(&sm.d[row][col]) = make_float2(tf32(lo.x * w0), tf32(lo.y * w0));
+        *reinterpret_cast<float2*>(&sm.d[row + 8][col]) = make_float2(tf32(hi.x * w1), tf32(hi.y * w1));
+        *reinterpret_cast<float2*>(delta + row * kD + col) = make_float2(tf32(lo.x), tf32(lo.y));
+        *reinterpret_cast<float2*>(delta + (row + 8) * kD + col) = make_float2(tf32(hi.x), tf32(hi.y));
       }
     }
-    __syncthreads();
+    cp_async_wait<0>();  // this chunk's K
+    __syncthreads();     // weighted Δ visible; W, U, G free
+    if (ci + 1 < sp.chunks) load_wug(c + 1);
 
-    // S = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
-    const float gamma = expf(sm.gcum[kC - 1]);
+    // S = γ_C S₀ + Kᵀ diag(e^{G_C−G_t}) Δ.
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[mt][nt][i] *= gamma;
+      for (int i = 0; i < 4; ++i) s[nt][i] *= gamma;
+#pragma unroll 4
     for (int k0 = 0; k0 < kC; k0 += 8) {
-      uint32_t a[2][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) load_a_t(a[mt], &sm.k[0][0], kLdCol, 32 * warp + 16 * mt, k0, g, t, sm.decay);
+      uint32_t a[4];
+      load_a_t(a, &sm.k[0][0], kLdCol, 16 * warp, k0, g, t);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         uint32_t b[2];
         load_b_kn(b, &sm.d[0][0], kLdSlice, k0, 8 * nt, g, t);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) mma_tf32_1688(s[mt][nt], a[mt], b);
+        mma_tf32_1688(s[nt], a, b);
       }
     }
-    __syncthreads();  // the tiles are overwritten by the next chunk
+    __syncthreads();  // K, Δ and the S₀ tile free
+    if (ci + 1 < sp.chunks) load_k(c + 1);
   }
 
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int row = 32 * warp + 16 * mt + g, col = j0 + 8 * nt + 2 * t;
-      *reinterpret_cast<float2*>(state + row * kD + col) = make_float2(s[mt][nt][0], s[mt][nt][1]);
-      *reinterpret_cast<float2*>(state + (row + 8) * kD + col) = make_float2(s[mt][nt][2], s[mt][nt][3]);
-    }
+  for (int nt = 0; nt < 4; ++nt) {
+    const int col = j0 + 8 * nt + 2 * t;
+    *reinterpret_cast<float2*>(state + srow * kD + col) = make_float2(s[nt][0], s[nt][1]);
+    *reinterpret_cast<float2*>(state + (srow + 8) * kD + col) = make_float2(s[nt][2], s[nt][3]);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,17 +509,25 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const DeltaNetDeco
 // 32(w/4).., columns of O 64(w/4)...
 
 constexpr int kOutputThreads = 256;
+// S₀ (64 KiB) is read straight from the workspace through L1 (the four warps of a column half
+// read the same values), and P takes K's place once Q Kᵀ is done: 103 KiB of shared memory, two
+// blocks per multiprocessor.
 struct OutputSmem {
   alignas(16) float q[kC][kLdRow];
-  alignas(16) float k[kC][kLdRow];
+  alignas(16) float k[kC][kLdRow];  // then P, with row stride kLdTri
   alignas(16) float d[kC][kLdCol];
-  alignas(16) float h[kD][kLdCol];
-  alignas(16) float p[kC][kLdTri];
   alignas(16) float gcum[kC];
   float row_ss[2][kC];
 };
 
-__global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
+// B(k, n) = src[k·ld + n] from global memory (tf32-rounded values).
+__device__ __forceinline__ void load_b_kn_global(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
+  const float* p = src + (k0 + t) * ld + n0 + g;
+  b[0] = __float_as_uint(__ldg(p));
+  b[1] = __float_as_uint(__ldg(p + 4 * ld));
+}
+
+__global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   OutputSmem& sm = *reinterpret_cast<OutputSmem*>(smem_raw);
   const int64_t c = blockIdx.x;
@@ -487,15 +538,17 @@ __global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDe
   const int rb = warp % 4, cb = warp / 4;
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
+  // Q, K and G first: P is computed while Δ is still loading.
   copy_tile_async<kC, kD>(&sm.q[0][0], kLdRow, work.qn + (c * p.nk + hk) * kC * kD, kD);
   copy_tile_async<kC, kD>(&sm.k[0][0], kLdRow, work.kn + (c * p.nk + hk) * kC * kD, kD);
-  copy_tile_async<kC, kD>(&sm.d[0][0], kLdCol, work.delta + head_tile, kD);
-  copy_tile_async<kD, kD>(&sm.h[0][0], kLdCol, work.h + (c * p.nv + hv) * kD * kD, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   cp_async_commit();
-  cp_async_wait<0>();
+  copy_tile_async<kC, kD>(&sm.d[0][0], kLdCol, work.delta + head_tile, kD);
+  cp_async_commit();
+  cp_async_wait<1>();
   __syncthreads();
 
+  float* pm = &sm.k[0][0];  // P, row stride kLdTri, once K is no longer read
   {
     float acc[4][4] = {};
     if (32 * cb <= 16 * rb + 15) {  // else the whole 16×32 tile is above the diagonal
@@ -510,16 +563,19 @@ __global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDe
         }
       }
     }
+    __syncthreads();  // every warp is done with K
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * nt + 2 * t + (i & 1);
-        sm.p[row][col] = col <= row ? acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+        pm[row * kLdTri + col] = col <= row ? tf32(acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col])) : 0.0f;
       }
   }
+  cp_async_wait<0>();
   __syncthreads();
 
+  const float* h0 = work.h + (c * p.nv + hv) * kD * kD;
   float o[8][4] = {};
   for (int k0 = 0; k0 < kD; k0 += 8) {
     uint32_t a[4];
@@ -527,7 +583,7 @@ __global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDe
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       uint32_t b[2];
-      load_b_kn(b, &sm.h[0][0], kLdCol, k0, 64 * cb + 8 * nt, g, t);
+      load_b_kn_global(b, h0, kD, k0, 64 * cb + 8 * nt, g, t);
       mma_tf32_1688(o[nt], a, b);
     }
   }
@@ -542,7 +598,7 @@ __global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDe
   }
   for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
     uint32_t a[4];
-    load_a(a, &sm.p[0][0], kLdTri, 16 * rb, 8 * ks, g, t);
+    load_a(a, pm, kLdTri, 16 * rb, 8 * ks, g, t);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       uint32_t b[2];
@@ -588,16 +644,15 @@ __global__ void __launch_bounds__(kOutputThreads) output_kernel(const DeltaNetDe
 
 // ---------------------------------------------------------------------------------------------
 // ring: after `prepare` has read the rings, each span leaves its last K pre-conv rows in its ring
-// (ring row = position mod K), as K decode steps would have.
+// (ring row = position mod K), as K decode steps would have. A block per (span, ring row).
 __global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
   const SpanMeta sp = work.spans[blockIdx.x];
+  const int pos = sp.start_position + sp.rows - K + static_cast<int>(blockIdx.y);  // the last K positions
+  if (pos < sp.start_position) return;  // before the span: the ring already holds it
   const int64_t conv_dim = 2 * int64_t{p.nk} * kD + int64_t{p.nv} * kD;
-  float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
-  const int end = sp.start_position + sp.rows;
-  for (int pos = max(sp.start_position, end - K); pos < end; ++pos) {
-    const float* src = p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv;
-    for (int64_t chn = threadIdx.x; chn < conv_dim; chn += blockDim.x) ring[(pos % K) * conv_dim + chn] = src[chn];
-  }
+  const float4* src = reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv);
+  float4* dst = reinterpret_cast<float4*>(p.conv_state + int64_t{sp.slot} * p.conv_slot_stride + (pos % K) * conv_dim);
+  for (int64_t i = threadIdx.x; i < conv_dim / 4; i += blockDim.x) dst[i] = src[i];
 }
 
 template <typename Kernel>
@@ -658,6 +713,11 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
          " must be at least conv_dim ", conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
   if (a.conv_slot_stride < K * conv_dim)
     fail("deltanet_prefill: conv slot stride ", a.conv_slot_stride, " is less than K x conv_dim = ", K * conv_dim);
+  // The conv moves 4 channels at a time.
+  auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!aligned16(a.qkv) || !aligned16(a.conv_state) || !aligned16(a.conv_w) || a.ld_qkv % 4 != 0 || a.conv_slot_stride % 4 != 0)
+    fail("deltanet_prefill: qkv, the conv rings and the conv weights need 16-byte alignment, the qkv row stride (", a.ld_qkv,
+         ") and the conv slot stride (", a.conv_slot_stride, ") multiples of 4");
   if (a.rec_slot_stride < value_dim * kD || a.rec_slot_stride % 4 != 0 || reinterpret_cast<uintptr_t>(a.rec_state) % 16 != 0)
     fail("deltanet_prefill: recurrent state needs 16-byte alignment and a slot stride that is a multiple of 4 and at least nv x dk x dv = ",
          value_dim * kD, " (got ", a.rec_slot_stride, ")");
@@ -682,7 +742,7 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   set_smem(output_kernel, sizeof(OutputSmem));
   prepare_kernel<<<dim3(C, a.nv), kPrepareThreads, sizeof(PrepareSmem), stream>>>(a, w);
   QWENRT_CUDA_CHECK_LAUNCH();
-  ring_kernel<<<S, 256, 0, stream>>>(a, w);
+  ring_kernel<<<dim3(S, K), 256, 0, stream>>>(a, w);
   QWENRT_CUDA_CHECK_LAUNCH();
   state_kernel<<<dim3(kD / kSlice, a.nv, S), kStateThreads, sizeof(StateSmem), stream>>>(a, w);
   QWENRT_CUDA_CHECK_LAUNCH();

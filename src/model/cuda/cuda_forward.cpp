@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_forward.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -38,6 +39,11 @@ struct Growable {
     return buf.as<T>();
   }
 };
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -87,7 +93,7 @@ struct CudaForward::CacheState final : DeviceCacheState {
 };
 
 CudaForward::CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights)
-    : device_(device_index), config_(config), scratch_(std::make_unique<Scratch>()) {
+    : device_(device_index), config_(config), scratch_(std::make_unique<Scratch>()), profiler_(env_flag("QWENRT_CUDA_PROFILE")) {
   const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
   device_name_ = info.name;
   if (const std::string why = unsupported(config); !why.empty()) fail("--device cuda: ", why, "; use --device cpu");
@@ -96,7 +102,7 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
-  use_graphs_ = !(graphs && std::string(graphs) == "0");
+  use_graphs_ = !(graphs && std::string(graphs) == "0") && !profiler_.enabled();
 }
 
 std::string CudaForward::unsupported(const ModelConfig& c) {
@@ -117,6 +123,7 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
 }
 
 CudaForward::~CudaForward() {
+  if (profiler_.enabled()) std::fprintf(stderr, "GPU time by part (QWENRT_CUDA_PROFILE):\n%s", profiler_.report().c_str());
   for (auto& [key, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) cudaStreamDestroy(stream_);
@@ -151,6 +158,7 @@ CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
 void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets) {
   if (n <= 8) {
     // Decode rows: one weight-streaming launch for all targets.
+    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
     std::vector<cuda::GemmSegment> segs;
     for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
     const std::size_t ws = cuda::skinny_gemm_workspace_bytes(n, k, segs);
@@ -158,6 +166,7 @@ void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::
     return;
   }
   if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
+  const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
   for (const auto& t : targets) cublas_->gemm(x, n, k, ldx, t.w.data, t.w.rows, t.y, t.ldy, t.accumulate, stream_);
 }
 
@@ -196,12 +205,14 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   a.a = ba + nv;
   a.out = o;
   if (lay.phase == Phase::Decode) {
+    const cuda::StreamProfiler::Scope scope(profiler_, "deltanet step", stream_);
     a.slots = s.row_slot.get<int32_t>(static_cast<std::size_t>(T));
     a.positions = s.pos64.get<int64_t>(static_cast<std::size_t>(T));
     a.B = static_cast<int>(T);
     cuda::deltanet_decode(a, stream_);
   } else {
     // Windows: the chunked form over all spans at once (laid out once per step, in forward).
+    const cuda::StreamProfiler::Scope scope(profiler_, "deltanet chunked", stream_);
     cuda::deltanet_prefill(a, *window_, stream_);
   }
   matmul(o, T, vd, vd, {{w.out_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
@@ -230,6 +241,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
   kv.max_blocks_per_seq = max_blocks_per_seq_;
   const cuda::AttentionRows rows{s.pos32.get<int32_t>(static_cast<std::size_t>(T)), s.row_seq.get<int32_t>(static_cast<std::size_t>(T)), T};
   const cuda::QkNormRope norm{w.q_norm, w.k_norm, static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim), c.rope_theta};
+  profiler_.begin(lay.phase == Phase::Decode ? "attention decode" : "attention prefill", stream_);
   cuda::attention_prepare(rows, qg, k, v, static_cast<int>(Nq), norm, kv, q, stream_);
   if (lay.phase == Phase::Decode) {
     const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(T, static_cast<int>(Nq), max_len_);
@@ -240,6 +252,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
                                        static_cast<int>(lay.spans.size()), T};
     cuda::attention_prefill(q, qg, windows, static_cast<int>(Nq), kv, out, stream_);
   }
+  profiler_.end(stream_);
   matmul(out, T, Nq * Dh, Nq * Dh, {{w.o_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
 }
 
@@ -349,6 +362,7 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   std::vector<float> out(static_cast<std::size_t>(R * V));
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  profiler_.collect();
   return out;
 }
 
@@ -362,14 +376,20 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
   cuda::embed_rows(s.tokens.get<int32_t>(static_cast<std::size_t>(T)), T, weights_.embed.data, H, h, stream_);
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& L = weights_.layers[i];
+    profiler_.begin("norms, swiglu", stream_);
     cuda::rms_norm_rows(h, H, L.input_norm, xn, H, T, H, eps, stream_);
+    profiler_.end(stream_);
     if (L.kind == LayerKind::FullAttention) attention(L, kind_index_[i], lay, cs);
     else deltanet(L, kind_index_[i], lay, cs);
+    profiler_.begin("norms, swiglu", stream_);
     cuda::rms_norm_rows(h, H, L.post_norm, xn, H, T, H, eps, stream_);
+    profiler_.end(stream_);
     float* gu = s.gu.get<float>(static_cast<std::size_t>(T * 2 * I));
     bf16* act = s.act.get<bf16>(static_cast<std::size_t>(T * I));
     matmul(xn, T, H, H, {{L.gate, gu, 2 * I}, {L.up, gu + I, 2 * I}});
+    profiler_.begin("norms, swiglu", stream_);
     cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
+    profiler_.end(stream_);
     matmul(act, T, I, I, {{L.down, h, H, true}});
   }
 

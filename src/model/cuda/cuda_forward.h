@@ -9,6 +9,7 @@
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/stream_profiler.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/device_forward.h"
 
@@ -60,6 +61,9 @@ class CudaForward final : public DeviceForward {
   };
   std::map<std::tuple<int64_t, int64_t, int, uint64_t>, Graph> graphs_;
   bool use_graphs_ = true;  // QWENRT_CUDA_GRAPHS=0 runs every step eagerly
+  // QWENRT_CUDA_PROFILE=1: GPU time per part of the forward pass, printed to stderr at the end
+  // (steps then run eagerly).
+  cuda::StreamProfiler profiler_;
   // Of the step being run:
   int64_t block_size_ = 64, max_len_ = 1;
   int max_blocks_per_seq_ = 1;

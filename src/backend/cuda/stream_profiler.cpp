@@ -1,0 +1,73 @@
+#include "backend/cuda/stream_profiler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace qwenrt::cuda {
+
+StreamProfiler::~StreamProfiler() {
+  for (auto* list : {&open_, &done_})
+    for (const Mark& m : *list) {
+      cudaEventDestroy(m.start);
+      cudaEventDestroy(m.stop);
+    }
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);
+}
+
+cudaEvent_t StreamProfiler::event() {
+  if (!free_.empty()) {
+    cudaEvent_t e = free_.back();
+    free_.pop_back();
+    return e;
+  }
+  cudaEvent_t e;
+  QWENRT_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void StreamProfiler::begin(const char* part, cudaStream_t stream) {
+  if (!enabled_) return;
+  Mark m{part, event(), event()};
+  QWENRT_CUDA_CHECK(cudaEventRecord(m.start, stream));
+  open_.push_back(m);
+}
+
+void StreamProfiler::end(cudaStream_t stream) {
+  if (!enabled_ || open_.empty()) return;
+  Mark m = open_.back();
+  open_.pop_back();
+  QWENRT_CUDA_CHECK(cudaEventRecord(m.stop, stream));
+  done_.push_back(m);
+}
+
+void StreamProfiler::collect() {
+  for (const Mark& m : done_) {
+    float ms = 0;
+    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+    total_ms_[m.part] += ms;
+    free_.push_back(m.start);
+    free_.push_back(m.stop);
+  }
+  done_.clear();
+}
+
+std::string StreamProfiler::report() const {
+  std::vector<std::pair<double, std::string>> rows;
+  double sum = 0;
+  for (const auto& [part, ms] : total_ms_) {
+    rows.emplace_back(ms, part);
+    sum += ms;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::string out;
+  char line[160];
+  for (const auto& [ms, part] : rows) {
+    std::snprintf(line, sizeof line, "  %-28s %10.2f ms  %5.1f%%\n", part.c_str(), ms, sum > 0 ? 100.0 * ms / sum : 0.0);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace qwenrt::cuda
