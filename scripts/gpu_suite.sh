@@ -33,13 +33,18 @@ for b in "$bin"/cuda_*_bench; do
 done
 # The engine end to end on random weights with the real shapes (made on the GPU).
 echo "=== qwenrt bench --device cuda"
-if [ "$quick" = "--quick" ]; then configs="0.8b:1 27b:1"; else configs="0.8b:1 9b:1 27b:1 27b:8 27b:32 27b:64"; fi
+# size:batch:prompt tokens:generated tokens. Decode at batch 1..64, then prefill at 512, 8k, 32k.
+if [ "$quick" = "--quick" ]; then configs="0.8b:1:512:32 27b:1:512:32 27b:1:8192:4"
+else configs="0.8b:1:512:32 9b:1:512:32 27b:1:512:32 27b:8:512:32 27b:32:512:32 27b:64:512:32 0.8b:1:8192:4 9b:1:8192:4 27b:1:8192:4 27b:1:32768:4"; fi
 for cfg in $configs; do
-  size=${cfg%%:*}; batch=${cfg##*:}
-  line=$("$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens 512 --gen-tokens 32 --batch "$batch" --json 2>"$out/bench-$size-$batch.err")
-  echo "$line" | tee "$out/bench-$size-$batch.json"
-  summary+=("bench $size batch $batch: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s, %.0f%% of floor, prefill %.0f tok/s, %.1f GB used" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], j.get("gpu_memory_used_GB", 0)))' 2>/dev/null || tail -1 "$out/bench-$size-$batch.err")")
+  IFS=: read -r size batch prompt gen <<<"$cfg"
+  line=$("$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens "$prompt" --gen-tokens "$gen" --batch "$batch" --json 2>"$out/bench-$size-$batch-$prompt.err")
+  echo "$line" | tee "$out/bench-$size-$batch-$prompt.json"
+  summary+=("bench $size batch $batch prompt $prompt: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s, %.0f%% of floor, prefill %.0f tok/s = %.0f%% of the bf16 GEMM rate (%.0f TFLOP/s), %.1f GB used" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], 100*j.get("prefill_fraction_of_matmul", 0), j.get("measured_matmul_TFLOPs", 0), j.get("gpu_memory_used_GB", 0)))' 2>/dev/null || tail -1 "$out/bench-$size-$batch-$prompt.err")")
 done
+# Where a 27B prefill and decode step spend their GPU time.
+QWENRT_CUDA_PROFILE=1 "$bin/qwenrt" bench --device cuda --synthetic 27b --prompt-tokens 8192 --gen-tokens 4 >"$out/profile-27b.txt" 2>&1
+QWENRT_CUDA_PROFILE=1 "$bin/qwenrt" bench --device cuda --synthetic 0.8b --prompt-tokens 512 --gen-tokens 64 >"$out/profile-0.8b.txt" 2>&1
 
 echo
 echo "=== summary"
@@ -67,16 +72,22 @@ printf '%s\n' "${summary[@]}"
     echo '```'
   done
   echo
-  echo "## qwenrt bench --device cuda (--prompt-tokens 512 --gen-tokens 32)"
+  echo "## qwenrt bench --device cuda (size:batch:prompt:gen = $configs)"
   echo
   echo '```'
   cat "$out"/bench-*.json 2>/dev/null
   echo '```'
   echo
+  echo "## GPU time by part (QWENRT_CUDA_PROFILE=1: 27B 8k prefill + 4 decode steps; 0.8B 512 prefill + 64 decode steps)"
+  echo
+  echo '```'
+  cat "$out/profile-27b.txt" "$out/profile-0.8b.txt"
+  echo '```'
+  echo
   echo "## Parity lines from the tests"
   echo
   echo '```'
-  grep -E "^\[ parity" "$out/tests.log"
+  grep -E "^\[ (parity|deltanet prefill)" "$out/tests.log"
   echo '```'
 } > "$keep/results.md"
 cp "$out/tests.log" "$keep/tests.log"

@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "core/error.h"
 #ifdef QWENRT_HAVE_CUDA
+#include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/device_measure.h"
 #endif
 #include "model/qwen35_model.h"
@@ -34,6 +35,34 @@ std::size_t available_memory_bytes() {
   while (in >> key >> kb >> unit)
     if (key == "MemAvailable:") return kb * 1024;
   return 0;
+}
+
+// Weights of the layers' matrices (all experts of a MoE layer; no embedding or head).
+std::size_t matmul_params(const ModelConfig& c) {
+  const int64_t H = c.hidden_size;
+  std::size_t params = 0;
+  for (auto kind : c.layer_types) {
+    params += kind == LayerKind::FullAttention
+                  ? static_cast<std::size_t>((2 * c.num_heads + 2 * c.num_kv_heads) * c.head_dim * H + H * c.num_heads * c.head_dim)
+                  : static_cast<std::size_t>((c.conv_dim() + 2 * c.value_dim() + 2 * c.linear_num_value_heads) * H);
+    params += c.moe ? static_cast<std::size_t>(3 * H * (c.num_experts * c.moe_intermediate_size + c.shared_expert_intermediate_size))
+                    : static_cast<std::size_t>(3 * H * c.intermediate_size);
+  }
+  return params;
+}
+
+// Products of a P-token prefill in the matrix units: every projection once per token (a MoE layer:
+// the experts a token uses), attention scores and values over the causal pairs; the head only for
+// the last row. The DeltaNet recurrence (about 1% at 8k tokens) is left out.
+double prefill_flops(const ModelConfig& c, int64_t P) {
+  double per_token = 2.0 * static_cast<double>(matmul_params(c));
+  if (c.moe) {
+    const int64_t H = c.hidden_size;
+    per_token -= 2.0 * 3.0 * H * static_cast<double>(c.num_experts - c.experts_per_token) * c.moe_intermediate_size * c.layer_types.size();
+  }
+  const double pairs = static_cast<double>(P) * static_cast<double>(P + 1) / 2.0;
+  const double attention = 4.0 * pairs * static_cast<double>(c.head_dim * c.num_heads) * static_cast<double>(c.count(LayerKind::FullAttention));
+  return per_token * static_cast<double>(P) + attention + 2.0 * static_cast<double>(c.vocab_size * c.hidden_size);
 }
 
 // Bytes of weight matrices one decode step of `batch` rows must stream: everything, except that a
@@ -71,19 +100,7 @@ int run_bench(const Args& args) {
     source = "synthetic:" + opt.str("synthetic");
     ModelConfig c = released_shape(opt.str("synthetic"));
     ModelWeights probe;  // size check before allocating: random weights are all resident
-    std::size_t need = 0;
-    {
-      const int64_t H = c.hidden_size;
-      std::size_t per_layer_params = 0;
-      for (auto kind : c.layer_types) {
-        per_layer_params += kind == LayerKind::FullAttention
-                                ? static_cast<std::size_t>((2 * c.num_heads + 2 * c.num_kv_heads) * c.head_dim * H + H * c.num_heads * c.head_dim)
-                                : static_cast<std::size_t>((c.conv_dim() + 2 * c.value_dim() + 2 * c.linear_num_value_heads) * H);
-        per_layer_params += c.moe ? static_cast<std::size_t>(3 * H * (c.num_experts * c.moe_intermediate_size + c.shared_expert_intermediate_size))
-                                  : static_cast<std::size_t>(3 * H * c.intermediate_size);
-      }
-      need = 2 * (per_layer_params + static_cast<std::size_t>(c.vocab_size * H) * (c.tie_word_embeddings ? 1 : 2));
-    }
+    const std::size_t need = 2 * (matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) * (c.tie_word_embeddings ? 1 : 2));
     const bool on_gpu = device.kind == DeviceSpec::Kind::Cuda;  // random matrices are made on the GPU
     const std::size_t avail = available_memory_bytes();
     if (!on_gpu && avail != 0 && need > avail * 9 / 10)
@@ -147,6 +164,12 @@ int run_bench(const Args& args) {
                             static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
                                                       mean_ctx * static_cast<double>(cache.kv_bytes_per_token()) / (gpu ? 2.0 : 1.0));  // bf16 KV on the GPU
   const double floor_s = bytes_step / (bw.read_GBps * 1e9);
+  // The prefill's ceiling on the GPU: the rate of its own bf16 GEMM path at a 27B MLP shape, now.
+  double matmul_TFLOPs = 0;
+#ifdef QWENRT_HAVE_CUDA
+  if (gpu) matmul_TFLOPs = cuda::cublas_gemm_TFLOPs(8192, 5120, 17408);
+#endif
+  const double prefill_TFLOPs = prefill_flops(c, P) / prefill_s / 1e12;
 
   nlohmann::json j;
   j["model"] = source;
@@ -168,11 +191,19 @@ int run_bench(const Args& args) {
   j["measured_copy_bandwidth_GBps"] = bw.copy_GBps;
   j["decode_floor_ms"] = floor_s * 1e3;
   j["decode_fraction_of_floor"] = floor_s / step_s;
+  j["prefill_TFLOPs"] = prefill_TFLOPs;
+  if (matmul_TFLOPs > 0) {
+    j["measured_matmul_TFLOPs"] = matmul_TFLOPs;
+    j["prefill_fraction_of_matmul"] = prefill_TFLOPs / matmul_TFLOPs;
+  }
   if (opt.flag("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s, %d threads (%s), batch %lld\n", source.c_str(), pool.size(), cpu::matmul_isa(), static_cast<long long>(B));
-    std::printf("prefill  %lld tokens: %.1f tok/s\n", static_cast<long long>(P), static_cast<double>(P) / prefill_s);
+    std::printf("prefill  %lld tokens: %.1f tok/s, %.1f TFLOP/s", static_cast<long long>(P), static_cast<double>(P) / prefill_s, prefill_TFLOPs);
+    if (matmul_TFLOPs > 0)
+      std::printf(" = %.0f%% of the bf16 GEMM rate measured now (%.0f TFLOP/s)", 100.0 * prefill_TFLOPs / matmul_TFLOPs, matmul_TFLOPs);
+    std::printf("\n");
     std::printf("decode   %.2f ms/step, %.2f tok/s; floor %.2f ms (%.1f MB at %.1f GB/s read) -> %.0f%% of floor\n", step_s * 1e3,
                 static_cast<double>(B) / step_s, floor_s * 1e3, bytes_step / 1e6, bw.read_GBps, 100.0 * floor_s / step_s);
   }

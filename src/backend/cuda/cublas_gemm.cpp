@@ -3,7 +3,13 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_measure.h"
 
 #include "core/error.h"
 
@@ -76,6 +82,33 @@ void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx,
                       CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(ldx), &beta, y, CUDA_R_32F,
                       static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "GemmEx");
+}
+
+double cublas_gemm_TFLOPs(int64_t m, int64_t k, int64_t n) {
+  CublasGemm gemm;
+  DeviceBuffer x(static_cast<std::size_t>(m * k) * 2), w(static_cast<std::size_t>(n * k) * 2), y(static_cast<std::size_t>(m * n) * 4);
+  cudaStream_t s;
+  QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  fill_uniform_bf16(x.as<__nv_bfloat16>(), static_cast<std::size_t>(m * k), 1.0f, 1, s);
+  fill_uniform_bf16(w.as<__nv_bfloat16>(), static_cast<std::size_t>(n * k), 0.02f, 2, s);
+  cudaEvent_t e0, e1;
+  QWENRT_CUDA_CHECK(cudaEventCreate(&e0));
+  QWENRT_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 8; ++i) {
+    QWENRT_CUDA_CHECK(cudaEventRecord(e0, s));
+    gemm.gemm(x.as<__nv_bfloat16>(), m, k, k, w.as<__nv_bfloat16>(), n, y.as<float>(), n, false, s);
+    QWENRT_CUDA_CHECK(cudaEventRecord(e1, s));
+    QWENRT_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i > 0) ms.push_back(t);  // the first run loads kernels
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(s);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n) / (ms[ms.size() / 2] * 1e-3) / 1e12;
 }
 
 }  // namespace qwenrt::cuda
