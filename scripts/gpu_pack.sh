@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/gpu
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQWENRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${QWENRT_CUDA_ARCHS:-90a-real}" >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQWENRT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${QWENRT_CUDA_ARCHS:-90a-real}" -DCMAKE_CUDA_FLAGS=-lineinfo >/dev/null
 targets=(qwenrt qwenrt_cuda_tests)
 for b in bench/cuda/*_bench.cpp; do targets+=("cuda_$(basename "$b" .cpp)"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"

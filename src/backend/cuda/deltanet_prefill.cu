@@ -13,8 +13,9 @@ namespace {
 constexpr int kC = kDeltaNetChunk;             // rows per chunk
 constexpr int kD = kDeltaNetDecodeHeadDim;     // dk = dv
 constexpr int K = kDeltaNetDecodeConvKernel;   // conv taps
-constexpr int kSlice = 32;                     // state columns per block of the state kernel
 static_assert(K == 4, "the conv below keeps the K−1 previous rows in three registers");
+
+constexpr int kSlice = 32;                     // state columns per block of the state kernel
 
 // Row strides (floats) of the shared-memory tiles, chosen so the tf32 fragment loads are free of
 // bank conflicts: ≡ 4 (mod 32) where a tile is read along its rows (A operands, Bᵀ), ≡ 8 where it
@@ -130,7 +131,8 @@ __device__ __forceinline__ void copy_tile_async(float* dst, int ld_dst, const fl
 // prepare: one block per (chunk, value head). Conv + SiLU of the chunk's q, k (of the key head) and
 // v rows, q/k norms, gates and their cumulative sum, then L, T = (I + L)⁻¹, W and U.
 
-constexpr int kPrepareThreads = 128;
+constexpr int kPrepareThreads = 256;
+constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
 struct PrepareSmem {
   alignas(16) float k[kC][kLdRow];
   alignas(16) float v[kC][kLdCol];
@@ -140,17 +142,17 @@ struct PrepareSmem {
   float beta[kC], gcum[kC];
 };
 
-// Conv + SiLU of 4 channels (chn0..chn0+3) over the 16 rows of warp `warp` (rows 16w..16w+15 of the
-// chunk); y[i] is row 16w + i, zero past the chunk's end. A pre-conv row before the span comes from
+// Conv + SiLU of 4 channels (chn0..chn0+3) over the kConvRows rows of warp `warp`; y[i] is chunk
+// row kConvRows·w + i, zero past the chunk's end. A pre-conv row before the span comes from
 // the ring (zero before position 0); the ring is only read here (ring_kernel writes it afterwards).
-// All 19 pre-conv rows are loaded before any is used, so the loads are in flight together.
+// All pre-conv rows are loaded before any is used, so the loads are in flight together.
 __device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
-                                          int64_t chn0, int64_t conv_dim, float4 (&y)[16 + K - 1]) {
-  const int r0 = 16 * warp;
+                                          int64_t chn0, int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
+  const int r0 = kConvRows * warp;
   const int pos0 = sp.start_position + (ch.first_row - sp.first_row) + r0;  // position of row r0
   const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
 #pragma unroll
-  for (int i = 0; i < 16 + K - 1; ++i) {
+  for (int i = 0; i < kConvRows + K - 1; ++i) {
     const int pos = pos0 - (K - 1) + i;
     float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r0 - (K - 1) + i < ch.rows) {
@@ -166,7 +168,7 @@ __device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const Spa
   for (int c = 0; c < 4; ++c) w[c] = __ldg(reinterpret_cast<const float4*>(p.conv_w) + chn0 + c);
   // In place: output row i reads pre-conv rows i..i+K−1, and overwrites row i once it is done.
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < kConvRows; ++i) {
     const float4 a = y[i], b = y[i + 1], c = y[i + 2], d = y[i + 3];
     float4 o;
     o.x = silu(((0.0f + w[0].x * a.x) + w[0].y * b.x) + w[0].z * c.x + w[0].w * d.x);
@@ -177,10 +179,11 @@ __device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const Spa
   }
 }
 
-// Scales 16 rows of 4 channels per lane to unit L2 norm over the warp's 128 channels, times `scale`.
-__device__ __forceinline__ void l2_normalize_rows(float4 (&y)[16 + K - 1], float scale) {
+// Scales kConvRows rows of 4 channels per lane to unit L2 norm over the warp's 128 channels, times
+// `scale`.
+__device__ __forceinline__ void l2_normalize_rows(float4 (&y)[kConvRows + K - 1], float scale) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < kConvRows; ++i) {
     const float4 x = y[i];
     const float s = (1.0f / sqrtf(warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w) + 1e-6f)) * scale;
     y[i] = make_float4(x.x * s, x.y * s, x.z * s, x.w * s);
@@ -197,32 +200,32 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
 
-  // q, k, v of rows 16·warp.., channels 4·lane..: q normalised (and scaled) straight to the
+  // q, k, v of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
   // workspace by the first value head of the key head, k there too and to shared memory, v to
   // shared memory.
   {
     const bool writer = hv % ratio == 0;
-    const int r0 = 16 * warp;
-    float4 y[16 + K - 1];
+    const int r0 = kConvRows * warp;
+    float4 y[kConvRows + K - 1];
     if (writer) {
       conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
       l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
       float* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) *reinterpret_cast<float4*>(qn + i * kD) = tf32(y[i]);
+      for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(qn + i * kD) = tf32(y[i]);
     }
     conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
     l2_normalize_rows(y, 1.0f);
     float* kn = work.kn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < kConvRows; ++i) {
       const float4 k = tf32(y[i]);
       *reinterpret_cast<float4*>(&sm.k[r0 + i][4 * lane]) = k;
       if (writer) *reinterpret_cast<float4*>(kn + i * kD) = k;
     }
     conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) *reinterpret_cast<float4*>(&sm.v[r0 + i][4 * lane]) = y[i];
+    for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(&sm.v[r0 + i][4 * lane]) = y[i];
   }
   // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
   if (tid < kC) {
@@ -253,26 +256,28 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   __syncthreads();
   if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
 
-  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal. Warp w: rows 16w.., columns < 16(w+1).
+  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal. Warp w: rows 16(w%4).., columns 32(w/4)..
+  // (tiles wholly above the diagonal are skipped).
   {
-    float acc[8][4] = {};
+    const int rb = warp % 4, cb = warp / 4;
+    float acc[4][4] = {};
     for (int k0 = 0; k0 < kD; k0 += 8) {
       uint32_t a[4];
-      load_a(a, &sm.k[0][0], kLdRow, 16 * warp, k0, g, t);
+      load_a(a, &sm.k[0][0], kLdRow, 16 * rb, k0, g, t);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        if (n < 2 * (warp + 1)) {
+      for (int n = 0; n < 4; ++n) {
+        if (32 * cb + 8 * n < 16 * (rb + 1)) {
           uint32_t b[2];
-          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 8 * n, g, t);
+          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 32 * cb + 8 * n, g, t);
           mma_tf32_1688(acc[n], a, b);
         }
       }
     }
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 4; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = 16 * warp + g + (i >= 2 ? 8 : 0), col = 8 * n + 2 * t + (i & 1);
+        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * n + 2 * t + (i & 1);
         sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
       }
   }
@@ -341,27 +346,29 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   }
   for (int e = tid; e < kC * kC; e += kPrepareThreads) sm.ti[e / kC][e % kC] = tf32(sm.ti[e / kC][e % kC]);
   __syncthreads();
+  // Warp w: rows 16(w%4).., columns 64(w/4)...
+  const int rb = warp % 4, cb = warp / 4;
 #pragma unroll 1
   for (int which = 0; which < 2; ++which) {
     const float* src = which == 0 ? &sm.k[0][0] : &sm.v[0][0];
     const int ld = which == 0 ? kLdRow : kLdCol;
     float* dst = (which == 0 ? work.w : work.u) + (int64_t{c} * p.nv + hv) * kC * kD;
     const bool round = which == 0;  // W feeds a product in `state`; U is only subtracted from
-    float acc[16][4] = {};
-    for (int ks = 0; ks < 2 * (warp + 1); ++ks) {
+    float acc[8][4] = {};
+    for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
       uint32_t a[4];
-      load_a(a, &sm.ti[0][0], kLdTri, 16 * warp, 8 * ks, g, t);
+      load_a(a, &sm.ti[0][0], kLdTri, 16 * rb, 8 * ks, g, t);
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
+      for (int n = 0; n < 8; ++n) {
         uint32_t b[2];
-        load_b_kn(b, src, ld, 8 * ks, 8 * n, g, t);
+        load_b_kn(b, src, ld, 8 * ks, 64 * cb + 8 * n, g, t);
         mma_tf32_1688(acc[n], a, b);
       }
     }
-    const int row = 16 * warp + g;
+    const int row = 16 * rb + g;
 #pragma unroll
-    for (int n = 0; n < 16; ++n) {
-      const int col = 8 * n + 2 * t;
+    for (int n = 0; n < 8; ++n) {
+      const int col = 64 * cb + 8 * n + 2 * t;
       auto r = [&](float x) { return round ? tf32(x) : x; };
       *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(r(acc[n][0]), r(acc[n][1]));
       *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(r(acc[n][2]), r(acc[n][3]));
@@ -509,23 +516,16 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
 // 32(w/4).., columns of O 64(w/4)...
 
 constexpr int kOutputThreads = 256;
-// S₀ (64 KiB) is read straight from the workspace through L1 (the four warps of a column half
-// read the same values), and P takes K's place once Q Kᵀ is done: 103 KiB of shared memory, two
-// blocks per multiprocessor.
+// Shared memory over time, 103 KiB (two blocks per multiprocessor): Q, K and Δ arrive first. Each
+// warp then keeps its Q rows as fragments in registers, which frees Q's tile for S₀: its rows
+// 0..63 arrive while P = Q Kᵀ is computed, its rows 64..127 while P Δ is; P takes K's tile.
 struct OutputSmem {
-  alignas(16) float q[kC][kLdRow];
-  alignas(16) float k[kC][kLdRow];  // then P, with row stride kLdTri
+  alignas(16) float qs[kC][kLdCol];  // Q, then S₀ rows 0..63, then S₀ rows 64..127
+  alignas(16) float k[kC][kLdRow];   // K, then P (row stride kLdTri)
   alignas(16) float d[kC][kLdCol];
   alignas(16) float gcum[kC];
   float row_ss[2][kC];
 };
-
-// B(k, n) = src[k·ld + n] from global memory (tf32-rounded values).
-__device__ __forceinline__ void load_b_kn_global(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
-  const float* p = src + (k0 + t) * ld + n0 + g;
-  b[0] = __float_as_uint(__ldg(p));
-  b[1] = __float_as_uint(__ldg(p + 4 * ld));
-}
 
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
@@ -535,11 +535,11 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const ChunkMeta ch = work.chunks[c];
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int rb = warp % 4, cb = warp / 4;
+  const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., P columns 32cb.., O columns 64cb..
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
-  // Q, K and G first: P is computed while Δ is still loading.
-  copy_tile_async<kC, kD>(&sm.q[0][0], kLdRow, work.qn + (c * p.nk + hk) * kC * kD, kD);
+  const float* s0 = work.h + (c * p.nv + hv) * kD * kD;
+  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, work.qn + (c * p.nk + hk) * kC * kD, kD);
   copy_tile_async<kC, kD>(&sm.k[0][0], kLdRow, work.kn + (c * p.nk + hk) * kC * kD, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   cp_async_commit();
@@ -548,20 +548,25 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   cp_async_wait<1>();
   __syncthreads();
 
+  uint32_t qf[kD / 8][4];  // A fragments of this warp's 16 Q rows, k-step by k-step
+#pragma unroll
+  for (int ks = 0; ks < kD / 8; ++ks) load_a(qf[ks], &sm.qs[0][0], kLdCol, 16 * rb, 8 * ks, g, t);
+  __syncthreads();  // every warp holds its Q: the tile takes S₀ rows 0..63
+  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0, kD);
+  cp_async_commit();
+
   float* pm = &sm.k[0][0];  // P, row stride kLdTri, once K is no longer read
   {
     float acc[4][4] = {};
     if (32 * cb <= 16 * rb + 15) {  // else the whole 16×32 tile is above the diagonal
-      for (int k0 = 0; k0 < kD; k0 += 8) {
-        uint32_t a[4];
-        load_a(a, &sm.q[0][0], kLdRow, 16 * rb, k0, g, t);
+#pragma unroll
+      for (int ks = 0; ks < kD / 8; ++ks)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           uint32_t b[2];
-          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 32 * cb + 8 * nt, g, t);
-          mma_tf32_1688(acc[nt], a, b);
+          load_b_nk(b, &sm.k[0][0], kLdRow, 8 * ks, 32 * cb + 8 * nt, g, t);
+          mma_tf32_1688(acc[nt], qf[ks], b);
         }
-      }
     }
     __syncthreads();  // every warp is done with K
 #pragma unroll
@@ -572,30 +577,23 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
         pm[row * kLdTri + col] = col <= row ? tf32(acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col])) : 0.0f;
       }
   }
-  cp_async_wait<0>();
+  cp_async_wait<0>();  // Δ and S₀ rows 0..63
   __syncthreads();
 
-  const float* h0 = work.h + (c * p.nv + hv) * kD * kD;
+  // o = Q S₀ (two halves of k), scaled by γ per row; o2 = P Δ, computed while the second half loads.
   float o[8][4] = {};
-  for (int k0 = 0; k0 < kD; k0 += 8) {
-    uint32_t a[4];
-    load_a(a, &sm.q[0][0], kLdRow, 16 * rb, k0, g, t);
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       uint32_t b[2];
-      load_b_kn_global(b, h0, kD, k0, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], a, b);
+      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
+      mma_tf32_1688(o[nt], qf[ks], b);
     }
-  }
-  const int row0 = 16 * rb + g, row1 = row0 + 8;
-  const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    o[nt][0] *= e0;
-    o[nt][1] *= e0;
-    o[nt][2] *= e1;
-    o[nt][3] *= e1;
-  }
+  __syncthreads();  // S₀ rows 0..63 done with
+  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0 + kC * kD, kD);
+  cp_async_commit();
+  float o2[8][4] = {};
   for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
     uint32_t a[4];
     load_a(a, pm, kLdTri, 16 * rb, 8 * ks, g, t);
@@ -603,8 +601,27 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     for (int nt = 0; nt < 8; ++nt) {
       uint32_t b[2];
       load_b_kn(b, &sm.d[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], a, b);
+      mma_tf32_1688(o2[nt], a, b);
     }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int ks = kD / 16; ks < kD / 8; ++ks)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      uint32_t b[2];
+      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks - kC, 64 * cb + 8 * nt, g, t);
+      mma_tf32_1688(o[nt], qf[ks], b);
+    }
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
+  const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    o[nt][0] = o[nt][0] * e0 + o2[nt][0];
+    o[nt][1] = o[nt][1] * e0 + o2[nt][1];
+    o[nt][2] = o[nt][2] * e1 + o2[nt][2];
+    o[nt][3] = o[nt][3] * e1 + o2[nt][3];
   }
 
   // Gated RMSNorm over the head's 128 columns: quad sums, then the two column halves' warps.
