@@ -1,6 +1,7 @@
 #include "backend/cuda/attention_decode.h"
 
 #include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma.cuh"
 
@@ -40,6 +41,7 @@ struct DecodeParams {
 //                is exactly the bf16 pair of S above; Oᵀ[d][head] wastes no rows, 64 registers.
 __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(DecodeParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
+  chained_kernel_start();
   const int split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int len = p.positions[b] + 1;
   const int split_keys = static_cast<int>(decode_split_keys(len));
@@ -212,6 +214,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
 // Block (query head, sequence), thread d: the splits' outputs weighted by exp2(lse - max), in split
 // order, then the gate.
 __global__ void __launch_bounds__(kDh) attention_decode_combine_kernel(DecodeParams p) {
+  chained_kernel_start();
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   const int64_t len = p.positions[b] + 1;
   const int n = static_cast<int>(decode_splits(len));
@@ -264,9 +267,10 @@ void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* po
 
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(static_cast<unsigned>(p.max_splits), static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(batch));
-  attention_decode_split_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(p);
+  launch_chained(attention_decode_split_kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
-  attention_decode_combine_kernel<<<dim3(static_cast<unsigned>(num_q_heads), static_cast<unsigned>(batch)), kDh, 0, stream>>>(p);
+  launch_chained(attention_decode_combine_kernel, dim3(static_cast<unsigned>(num_q_heads), static_cast<unsigned>(batch)), dim3(kDh), 0,
+                 stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

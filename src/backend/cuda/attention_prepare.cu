@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 
 namespace qwenrt::cuda {
@@ -40,6 +41,7 @@ __device__ __forceinline__ void store8_bf16(__nv_bfloat16* p, const float (&x)[8
 // One block per row; its warps take the row's heads in turn: query heads, then key heads (both
 // normalised and rotated), then value heads (converted only). A head is one warp, 8 dims a lane.
 __global__ void __launch_bounds__(kWarps * 32) attention_prepare_kernel(PrepareParams p) {
+  chained_kernel_start();
   const int64_t r = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int nq = p.num_q_heads, nkv = p.kv.num_kv_heads;
@@ -126,7 +128,7 @@ void attention_prepare(const AttentionRows& rows, const float* qg, const float* 
   const float base = static_cast<float>(norm.theta);
   for (int d = 0; d < norm.rotary_dim / 2; ++d)
     p.inv_freq.f[d] = 1.0f / std::pow(base, static_cast<float>(2 * d) / static_cast<float>(norm.rotary_dim));
-  attention_prepare_kernel<<<static_cast<unsigned>(rows.count), kWarps * 32, 0, stream>>>(p);
+  launch_chained(attention_prepare_kernel, dim3(static_cast<unsigned>(rows.count)), dim3(kWarps * 32), 0, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

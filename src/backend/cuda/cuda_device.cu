@@ -2,6 +2,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 
 namespace qwenrt::cuda {
@@ -48,6 +54,28 @@ DeviceInfo require_supported_device(int index) {
          "; qwenrt's CUDA backend needs 8.0 or newer (Ampere, Ada, Hopper); use --device cpu");
   QWENRT_CUDA_CHECK(cudaSetDevice(index));
   return info;
+}
+
+}  // namespace qwenrt::cuda
+
+namespace qwenrt::cuda {
+
+bool chained_launch_enabled() {
+  // Per device: 0 unknown, 1 off, 2 on. Racing first calls store the same value.
+  static std::atomic<int8_t> state[64] = {};
+  static const bool switched_off = [] {
+    const char* v = std::getenv("QWENRT_CUDA_PDL");
+    return v && std::string(v) == "0";
+  }();
+  int device = 0;
+  if (switched_off || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  int8_t s = state[device].load(std::memory_order_relaxed);
+  if (s == 0) {
+    int major = 0;
+    s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9 ? 2 : 1;
+    state[device].store(s, std::memory_order_relaxed);
+  }
+  return s == 2;
 }
 
 }  // namespace qwenrt::cuda

@@ -1,6 +1,8 @@
 #include "backend/cuda/deltanet_decode.h"
 
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/gate_math.cuh"
 
 namespace qwenrt::cuda {
@@ -63,6 +65,7 @@ __device__ __forceinline__ void block_sum(float (&v)[N], float (&scratch)[N][kWa
 __device__ __forceinline__ float4 operator*(float4 a, float s) { return make_float4(a.x * s, a.y * s, a.z * s, a.w * s); }
 
 __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNetDecodeArgs p) {
+  chained_kernel_start();
   __shared__ float q_s[kDk], k_s[kDk], v_s[kDv], silu_z_s[kDv], norm_w_s[kDv];
   __shared__ float qk_scratch[2][kWarps], o_scratch[1][kWarps];
 
@@ -193,7 +196,7 @@ void deltanet_decode(const DeltaNetDecodeArgs& a, cudaStream_t stream) {
     fail("deltanet_decode: recurrent state needs 16-byte alignment and a slot stride that is a multiple of 4 and at least nv x dk x dv = ",
          a.nv * int64_t{a.dk} * a.dv, " (got ", a.rec_slot_stride, ")");
   if (!(a.eps >= 0)) fail("deltanet_decode: eps ", a.eps, " must be >= 0");
-  deltanet_decode_kernel<<<dim3(a.nv, a.B), kThreads, 0, stream>>>(a);
+  launch_chained(deltanet_decode_kernel, dim3(a.nv, a.B), dim3(kThreads), 0, stream, a);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

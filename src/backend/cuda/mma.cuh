@@ -60,4 +60,26 @@ __device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const uint32_t (&a)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Programmatic dependent launch (chained_launch.h): wait until the kernels before this one on the
+// stream have finished and their writes are visible; then let the next kernel launch. No-ops when
+// launched plainly or built for GPUs before sm_90.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Both: the usual start of a chained kernel that has nothing to do before its inputs are ready.
+__device__ __forceinline__ void chained_kernel_start() {
+  grid_dependency_wait();
+  grid_launch_dependents();
+}
+
+// Asks L2 to fetch the 128-byte line of p (memory nobody writes during the forward: weights).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 }  // namespace qwenrt::cuda

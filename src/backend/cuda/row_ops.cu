@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma.cuh"
 
 namespace qwenrt::cuda {
 namespace {
@@ -29,6 +31,7 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void embed_kernel(const int32_t* tokens, const __nv_bfloat16* table, int64_t width, float* out) {
+  chained_kernel_start();
   const __nv_bfloat16* src = table + static_cast<int64_t>(tokens[blockIdx.x]) * width;
   float* dst = out + static_cast<int64_t>(blockIdx.x) * width;
   for (int64_t i = threadIdx.x; i < width; i += kRowThreads) dst[i] = __bfloat162float(src[i]);
@@ -36,6 +39,7 @@ __global__ void embed_kernel(const int32_t* tokens, const __nv_bfloat16* table, 
 
 __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width,
                                 float eps, const int32_t* row_index) {
+  chained_kernel_start();
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
   const float* xr = x + src_row * ldx;
   float ss = 0;
@@ -47,6 +51,7 @@ __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __n
 
 // Blocks along x cover a row's width, blocks along y its rows (looping past 65535 rows).
 __global__ void swiglu_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width) {
+  chained_kernel_start();
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const float* g = gu + r * ld_gu;
     __nv_bfloat16* o = out + r * ld_out;
@@ -59,6 +64,7 @@ __global__ void swiglu_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* out
 
 // Prompt-sized calls: four columns per thread, 16-byte loads and 8-byte stores (bandwidth-bound).
 __global__ void swiglu4_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width) {
+  chained_kernel_start();
   const int64_t quads = width / 4;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const float4* g = reinterpret_cast<const float4*>(gu + r * ld_gu);
@@ -74,11 +80,13 @@ __global__ void swiglu4_kernel(const float* gu, int64_t ld_gu, __nv_bfloat16* ou
 }
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
+  chained_kernel_start();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * kThreads)
     y[i] += x[i];
 }
 
 __global__ void to_bf16_kernel(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t width) {
+  chained_kernel_start();
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * ldx;
   __nv_bfloat16* yr = y + static_cast<int64_t>(blockIdx.x) * ldy;
   for (int64_t i = threadIdx.x; i < width; i += kThreads) yr[i] = __float2bfloat16_rn(xr[i]);
@@ -93,7 +101,7 @@ void check_rows(int64_t rows, const char* op) {
 void embed_rows(const int32_t* tokens, int64_t rows, const __nv_bfloat16* table, int64_t width, float* out, cudaStream_t stream) {
   check_rows(rows, "embed_rows");
   if (rows == 0) return;
-  embed_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(tokens, table, width, out);
+  launch_chained(embed_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, tokens, table, width, out);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -101,7 +109,7 @@ void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y
                    float eps, cudaStream_t stream, const int32_t* row_index) {
   check_rows(rows, "rms_norm_rows");
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, ldx, w, y, ldy, width, eps, row_index);
+  launch_chained(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
@@ -113,22 +121,21 @@ void swiglu_rows(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_
   const int64_t per_thread = vector ? 4 : 1;
   const int64_t across = std::min<int64_t>((width / per_thread + kThreads - 1) / kThreads, 1024);
   const dim3 grid(static_cast<unsigned>(across), static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridY)));
-  if (vector) swiglu4_kernel<<<grid, kThreads, 0, stream>>>(gu, ld_gu, out, ld_out, rows, width);
-  else swiglu_kernel<<<grid, kThreads, 0, stream>>>(gu, ld_gu, out, ld_out, rows, width);
+  launch_chained(vector ? swiglu4_kernel : swiglu_kernel, grid, dim3(kThreads), 0, stream, gu, ld_gu, out, ld_out, rows, width);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 4096);
-  add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(y, x, n);
+  launch_chained(add_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, y, x, n);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 void to_bf16_rows(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width, cudaStream_t stream) {
   check_rows(rows, "to_bf16_rows");
   if (rows == 0) return;
-  to_bf16_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, ldx, y, ldy, width);
+  launch_chained(to_bf16_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, x, ldx, y, ldy, width);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

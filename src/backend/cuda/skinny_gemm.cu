@@ -1,5 +1,6 @@
 #include "backend/cuda/skinny_gemm.h"
 
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma.cuh"
 
@@ -44,6 +45,19 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfl
   float acc[NT][4] = {};
   const int64_t first_chunk = blockIdx.y * segs.split_chunks;
   const int64_t chunks = min((k + kChunk - 1) / kChunk, first_chunk + segs.split_chunks);
+  // The weights do not depend on the kernels before: their first step goes to L2 while those
+  // finish (chained launch), then the activations are waited for.
+  if (t == 0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = first_chunk + warp + static_cast<int64_t>(kWarps) * u;
+      if (c < chunks) {
+        if (has_g) prefetch_l2(wg + c * kChunk);
+        if (has_h) prefetch_l2(wh + c * kChunk);
+      }
+    }
+  }
+  chained_kernel_start();
   for (int64_t base = first_chunk + warp; base < chunks; base += kWarps * U) {
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
@@ -93,6 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfl
 
 // The K ranges' partial products summed in range order (deterministic), then stored.
 __global__ void skinny_gemm_reduce_kernel(int n, Segments segs) {
+  chained_kernel_start();
   const int64_t total_rows = segs.first_row[segs.count];
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= total_rows * n) return;
@@ -108,7 +123,7 @@ __global__ void skinny_gemm_reduce_kernel(int n, Segments segs) {
 
 template <int NT>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int blocks, cudaStream_t stream) {
-  skinny_gemm_kernel<NT><<<dim3(blocks, segs.splits), kWarps * 32, 0, stream>>>(x, n, k, ldx, segs);
+  launch_chained(skinny_gemm_kernel<NT>, dim3(blocks, segs.splits), dim3(kWarps * 32), 0, stream, x, n, k, ldx, segs);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,
@@ -188,7 +203,7 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
   QWENRT_CUDA_CHECK_LAUNCH();
   if (segs.splits > 1) {
     const int64_t outputs = rows_total * n;
-    skinny_gemm_reduce_kernel<<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(rows, segs);
+    launch_chained(skinny_gemm_reduce_kernel, dim3(static_cast<unsigned>((outputs + 255) / 256)), dim3(256), 0, stream, rows, segs);
     QWENRT_CUDA_CHECK_LAUNCH();
   }
 }
