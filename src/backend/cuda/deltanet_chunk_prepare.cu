@@ -1,0 +1,282 @@
+// The `prepare` and `ring` kernels of the chunked DeltaNet window (deltanet_prefill.h).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/deltanet_chunks.cuh"
+#include "backend/cuda/gate_math.cuh"
+
+namespace qwenrt::cuda::deltanet_chunks {
+namespace {
+
+// prepare: one block per (chunk, value head). Conv + SiLU of the chunk's q, k (of the key head) and
+// v rows, q/k norms, gates and their cumulative sum, then L, T = (I + L)⁻¹, W and U.
+
+constexpr int kPrepareThreads = 256;
+constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
+struct PrepareSmem {
+  alignas(16) float k[kC][kLdRow];
+  alignas(16) float v[kC][kLdCol];
+  alignas(16) float l[kC][kLdTri];
+  alignas(16) float ti[kC][kLdTri];
+  alignas(16) float partial[3 * 256];
+  float beta[kC], gcum[kC];
+};
+
+// Conv + SiLU of 4 channels (chn0..chn0+3) over the kConvRows rows of warp `warp`; y[i] is chunk
+// row kConvRows·w + i, zero past the chunk's end. A pre-conv row before the span comes from
+// the ring (zero before position 0); the ring is only read here (ring_kernel writes it afterwards).
+// All pre-conv rows are loaded before any is used, so the loads are in flight together.
+__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
+                                          int64_t chn0, int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
+  const int r0 = kConvRows * warp;
+  const int pos0 = sp.start_position + (ch.first_row - sp.first_row) + r0;  // position of row r0
+  const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
+#pragma unroll
+  for (int i = 0; i < kConvRows + K - 1; ++i) {
+    const int pos = pos0 - (K - 1) + i;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r0 - (K - 1) + i < ch.rows) {
+      if (pos >= sp.start_position)
+        x = __ldg(reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0));
+      else if (pos >= 0)
+        x = *reinterpret_cast<const float4*>(ring + (pos % K) * conv_dim + chn0);
+    }
+    y[i] = x;
+  }
+  float4 w[4];  // w[c] = the K taps of channel chn0 + c, oldest first
+#pragma unroll
+  for (int c = 0; c < 4; ++c) w[c] = __ldg(reinterpret_cast<const float4*>(p.conv_w) + chn0 + c);
+  // In place: output row i reads pre-conv rows i..i+K−1, and overwrites row i once it is done.
+#pragma unroll
+  for (int i = 0; i < kConvRows; ++i) {
+    const float4 a = y[i], b = y[i + 1], c = y[i + 2], d = y[i + 3];
+    float4 o;
+    o.x = silu(((0.0f + w[0].x * a.x) + w[0].y * b.x) + w[0].z * c.x + w[0].w * d.x);
+    o.y = silu(((0.0f + w[1].x * a.y) + w[1].y * b.y) + w[1].z * c.y + w[1].w * d.y);
+    o.z = silu(((0.0f + w[2].x * a.z) + w[2].y * b.z) + w[2].z * c.z + w[2].w * d.z);
+    o.w = silu(((0.0f + w[3].x * a.w) + w[3].y * b.w) + w[3].z * c.w + w[3].w * d.w);
+    y[i] = r0 + i < ch.rows ? o : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+// Scales kConvRows rows of 4 channels per lane to unit L2 norm over the warp's 128 channels, times
+// `scale`.
+__device__ __forceinline__ void l2_normalize_rows(float4 (&y)[kConvRows + K - 1], float scale) {
+#pragma unroll
+  for (int i = 0; i < kConvRows; ++i) {
+    const float4 x = y[i];
+    const float s = (1.0f / sqrtf(warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w) + 1e-6f)) * scale;
+    y[i] = make_float4(x.x * s, x.y * s, x.z * s, x.w * s);
+  }
+}
+
+__global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  extern __shared__ float4 smem_raw[];
+  PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
+  const int c = blockIdx.x, hv = blockIdx.y;
+  const ChunkMeta ch = work.chunks[c];
+  const SpanMeta sp = work.spans[ch.span];
+  const int ratio = p.nv / p.nk, hk = hv / ratio;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
+
+  // q, k, v of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
+  // workspace by the first value head of the key head, k there too and to shared memory, v to
+  // shared memory.
+  {
+    const bool writer = hv % ratio == 0;
+    const int r0 = kConvRows * warp;
+    float4 y[kConvRows + K - 1];
+    if (writer) {
+      conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
+      l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
+      float* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+#pragma unroll
+      for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(qn + i * kD) = tf32(y[i]);
+    }
+    conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
+    l2_normalize_rows(y, 1.0f);
+    float* kn = work.kn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+#pragma unroll
+    for (int i = 0; i < kConvRows; ++i) {
+      const float4 k = tf32(y[i]);
+      *reinterpret_cast<float4*>(&sm.k[r0 + i][4 * lane]) = k;
+      if (writer) *reinterpret_cast<float4*>(kn + i * kD) = k;
+    }
+    conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
+#pragma unroll
+    for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(&sm.v[r0 + i][4 * lane]) = y[i];
+  }
+  // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
+  if (tid < kC) {
+    float beta = 0.0f, gl = 0.0f;
+    if (tid < ch.rows) {
+      const int64_t row = ch.first_row + tid;
+      beta = sigmoid(p.b[row * p.ld_ba + hv]);
+      gl = p.neg_exp_a[hv] * softplus(p.a[row * p.ld_ba + hv] + p.dt_bias[hv]);
+    }
+    sm.beta[tid] = beta;
+    sm.gcum[tid] = gl;
+  }
+  __syncthreads();
+
+  // Cumulative sum of the log decays (warp 0, two rows per lane).
+  if (warp == 0) {
+    const float g0 = sm.gcum[2 * lane], g1 = sm.gcum[2 * lane + 1];
+    float s = g0 + g1;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float n = __shfl_up_sync(0xffffffffu, s, off);
+      if (lane >= off) s += n;
+    }
+    const float before = s - (g0 + g1);
+    sm.gcum[2 * lane] = before + g0;
+    sm.gcum[2 * lane + 1] = before + g0 + g1;
+  }
+  __syncthreads();
+  if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
+
+  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal. Warp w: rows 16(w%4).., columns 32(w/4)..
+  // (tiles wholly above the diagonal are skipped).
+  {
+    const int rb = warp % 4, cb = warp / 4;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < kD; k0 += 8) {
+      uint32_t a[4];
+      load_a(a, &sm.k[0][0], kLdRow, 16 * rb, k0, g, t);
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        if (32 * cb + 8 * n < 16 * (rb + 1)) {
+          uint32_t b[2];
+          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 32 * cb + 8 * n, g, t);
+          mma_tf32_1688(acc[n], a, b);
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * n + 2 * t + (i & 1);
+        sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+      }
+  }
+  __syncthreads();
+
+  // T = (I + L)⁻¹ by 16×16 blocks. Diagonal blocks: forward substitution, a column per thread.
+  if (tid < 64) {
+    const int o = 16 * (tid / 16), col = tid % 16;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = r == col ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < r; ++j) s -= sm.l[o + r][o + j] * x[j];
+      x[r] = r < col ? 0.0f : s;
+      sm.ti[o + r][o + col] = x[r];
+    }
+  } else {
+    for (int e = tid - 64; e < kC * kC; e += kPrepareThreads - 64) {
+      const int r = e / kC, col = e % kC;
+      if (r / 16 < col / 16) sm.ti[r][col] = 0.0f;
+    }
+  }
+  __syncthreads();
+  // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. A thread
+  // takes elements (r, col) of the 16×16 blocks; every loop bound is a constant, so the shared
+  // loads of a sum are all in flight together.
+  float* partial = sm.partial;
+#pragma unroll
+  for (int bi = 1; bi < 4; ++bi) {
+#pragma unroll
+    for (int e = tid; e < 256; e += kPrepareThreads) {
+      const int r = e / 16, col = e % 16;
+#pragma unroll
+      for (int bj = 0; bj < bi; ++bj) {
+        float s = 0.0f;
+#pragma unroll
+        for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
+        partial[bj * 256 + e] = s;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int e = tid; e < 256; e += kPrepareThreads) {
+      const int r = e / 16, col = e % 16;
+#pragma unroll
+      for (int bj = 0; bj < bi; ++bj) {
+        float s = 0.0f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
+        sm.ti[16 * bi + r][16 * bj + col] = -s;
+      }
+    }
+    __syncthreads();
+  }
+
+  // X = diag(βγ) K and Y = diag(β) V in place, T rounded for the products; then W = T X and
+  // U = T Y (T is lower triangular: warp w needs k < 16(w+1)).
+  for (int e = tid; e < kC * kD / 4; e += kPrepareThreads) {
+    const int r = e / (kD / 4), c4 = e % (kD / 4);
+    const float bk = sm.beta[r] * expf(sm.gcum[r]), bv = sm.beta[r];
+    float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * c4]);
+    float4& v4 = *reinterpret_cast<float4*>(&sm.v[r][4 * c4]);
+    k4 = tf32(make_float4(k4.x * bk, k4.y * bk, k4.z * bk, k4.w * bk));
+    v4 = tf32(make_float4(v4.x * bv, v4.y * bv, v4.z * bv, v4.w * bv));
+  }
+  for (int e = tid; e < kC * kC; e += kPrepareThreads) sm.ti[e / kC][e % kC] = tf32(sm.ti[e / kC][e % kC]);
+  __syncthreads();
+  // Warp w: rows 16(w%4).., columns 64(w/4)...
+  const int rb = warp % 4, cb = warp / 4;
+#pragma unroll 1
+  for (int which = 0; which < 2; ++which) {
+    const float* src = which == 0 ? &sm.k[0][0] : &sm.v[0][0];
+    const int ld = which == 0 ? kLdRow : kLdCol;
+    float* dst = (which == 0 ? work.w : work.u) + (int64_t{c} * p.nv + hv) * kC * kD;
+    const bool round = which == 0;  // W feeds a product in `state`; U is only subtracted from
+    float acc[8][4] = {};
+    for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
+      uint32_t a[4];
+      load_a(a, &sm.ti[0][0], kLdTri, 16 * rb, 8 * ks, g, t);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        uint32_t b[2];
+        load_b_kn(b, src, ld, 8 * ks, 64 * cb + 8 * n, g, t);
+        mma_tf32_1688(acc[n], a, b);
+      }
+    }
+    const int row = 16 * rb + g;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int col = 64 * cb + 8 * n + 2 * t;
+      auto r = [&](float x) { return round ? tf32(x) : x; };
+      *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(r(acc[n][0]), r(acc[n][1]));
+      *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(r(acc[n][2]), r(acc[n][3]));
+    }
+  }
+}
+
+// ring: after `prepare` has read the rings, each span leaves its last K pre-conv rows in its ring
+// (ring row = position mod K), as K decode steps would have. A block per (span, ring row).
+__global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
+  const SpanMeta sp = work.spans[blockIdx.x];
+  const int pos = sp.start_position + sp.rows - K + static_cast<int>(blockIdx.y);  // the last K positions
+  if (pos < sp.start_position) return;  // before the span: the ring already holds it
+  const int64_t conv_dim = 2 * int64_t{p.nk} * kD + int64_t{p.nv} * kD;
+  const float4* src = reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv);
+  float4* dst = reinterpret_cast<float4*>(p.conv_state + int64_t{sp.slot} * p.conv_slot_stride + (pos % K) * conv_dim);
+  for (int64_t i = threadIdx.x; i < conv_dim / 4; i += blockDim.x) dst[i] = src[i];
+}
+
+}  // namespace
+
+void launch_prepare(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream) {
+  QWENRT_CUDA_CHECK(cudaFuncSetAttribute(prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(PrepareSmem))));
+  prepare_kernel<<<dim3(chunks, p.nv), kPrepareThreads, sizeof(PrepareSmem), stream>>>(p, work);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_ring(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream) {
+  ring_kernel<<<dim3(spans, K), 256, 0, stream>>>(p, work);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda::deltanet_chunks
