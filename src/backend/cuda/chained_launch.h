@@ -3,7 +3,8 @@
 // (programmatic dependent launch, sm_90+). A kernel launched this way must call
 // grid_dependency_wait() (mma.cuh) before it touches memory that earlier kernels write or read;
 // what it does before that (prefetching weights) overlaps their tail, and its launch overlaps
-// their run. On older GPUs, or with QWENRT_CUDA_PDL=0, launches serialize as usual.
+// their run. Only on compute capability 9.x, where the sm_90a code (with the waits) runs; elsewhere,
+// or with QWENRT_CUDA_PDL=0, launches serialize as usual.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -12,7 +13,7 @@
 
 namespace qwenrt::cuda {
 
-// Whether launches on the current device use it (compute capability >= 9.0, not switched off).
+// Whether launches on the current device use it (compute capability 9.x, not switched off).
 bool chained_launch_enabled();
 
 template <typename... Params, typename... Args>

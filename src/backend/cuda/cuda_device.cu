@@ -72,7 +72,9 @@ bool chained_launch_enabled() {
   int8_t s = state[device].load(std::memory_order_relaxed);
   if (s == 0) {
     int major = 0;
-    s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9 ? 2 : 1;
+    // Only Hopper runs the sm_90a code whose kernels wait with griddepcontrol; elsewhere the kernels
+    // come from the compute_80 PTX, which has no waits, so they must not start early.
+    s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major == 9 ? 2 : 1;
     state[device].store(s, std::memory_order_relaxed);
   }
   return s == 2;
