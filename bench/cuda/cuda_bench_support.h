@@ -1,7 +1,7 @@
 #pragma once
-// Timing helper shared by the CUDA benchmarks: the median time per launch of work captured into a
-// CUDA graph (launch gaps hidden, as in the engine's decode step). The copy-bandwidth ceiling is
-// cuda::copy_bandwidth_GBps (backend/cuda/device_measure.h).
+// Timing helpers shared by the CUDA benchmarks: the median time per launch of work captured into a
+// CUDA graph (launch gaps hidden, as in the engine's decode step), or of calls timed with events.
+// The copy-bandwidth ceiling is cuda::copy_bandwidth_GBps (backend/cuda/device_measure.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,6 +46,29 @@ inline double graph_us_per_call(int reps, const std::function<void(int, cudaStre
   cudaStreamDestroy(s);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3 / reps;
+}
+
+// Median milliseconds of one call of f(), from `samples` samples of `per_sample` back-to-back calls
+// timed with events on `stream`.
+template <typename F>
+double median_ms(F&& f, int samples, int per_sample, cudaStream_t stream) {
+  cudaEvent_t e0, e1;
+  QWENRT_CUDA_CHECK(cudaEventCreate(&e0));
+  QWENRT_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int s = 0; s < samples; ++s) {
+    QWENRT_CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < per_sample; ++i) f();
+    QWENRT_CUDA_CHECK(cudaEventRecord(e1, stream));
+    QWENRT_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms / per_sample);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
 }
 
 }  // namespace qwenrt::bench

@@ -15,8 +15,10 @@
 #include "backend/cuda/deltanet_decode.h"
 #include "backend/cuda/device_measure.h"
 #include "backend/cuda/device_buffer.h"
+#include "cuda/cuda_bench_support.h"
 
 using namespace qwenrt;
+using bench::median_ms;
 
 namespace {
 
@@ -32,27 +34,6 @@ struct Result {
   double us, state_bytes, gbps;
 };
 
-// Median time in ms of one call of `f`, from samples of `per_sample` back-to-back calls.
-template <typename F>
-double median_ms(F&& f, int samples, int per_sample, cudaStream_t stream) {
-  cudaEvent_t e0, e1;
-  QWENRT_CUDA_CHECK(cudaEventCreate(&e0));
-  QWENRT_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int s = 0; s < samples; ++s) {
-    QWENRT_CUDA_CHECK(cudaEventRecord(e0, stream));
-    for (int i = 0; i < per_sample; ++i) f();
-    QWENRT_CUDA_CHECK(cudaEventRecord(e1, stream));
-    QWENRT_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms / per_sample);
-  }
-  QWENRT_CUDA_CHECK(cudaEventDestroy(e0));
-  QWENRT_CUDA_CHECK(cudaEventDestroy(e1));
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return t[t.size() / 2];
-}
 
 template <typename T>
 cuda::DeviceBuffer upload(const std::vector<T>& v) {

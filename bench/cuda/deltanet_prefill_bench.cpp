@@ -14,9 +14,11 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
+#include "cuda/cuda_bench_support.h"
 #include "backend/cuda/device_measure.h"
 
 using namespace qwenrt;
+using bench::median_ms;
 
 namespace {
 
@@ -33,26 +35,6 @@ struct Result {
   double ms, floor_ms, tflops;
 };
 
-template <typename F>
-double median_ms(F&& f, int samples, cudaStream_t stream) {
-  cudaEvent_t e0, e1;
-  QWENRT_CUDA_CHECK(cudaEventCreate(&e0));
-  QWENRT_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int s = 0; s < samples; ++s) {
-    QWENRT_CUDA_CHECK(cudaEventRecord(e0, stream));
-    f();
-    QWENRT_CUDA_CHECK(cudaEventRecord(e1, stream));
-    QWENRT_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    QWENRT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return t[t.size() / 2];
-}
 
 // Products of the chunked form per chunk and value head (multiply-adds × 2): K Kᵀ (64·64·128),
 // W and U (2·64·64·128, half of it triangular), Δ (64·128·128), the state update (128·128·64),
@@ -106,7 +88,7 @@ Result run(const Case& c, double copy_GBps, cudaStream_t stream) {
   args.K = kK;
   auto call = [&] { cuda::deltanet_prefill(args, window, stream); };
   call();
-  const double ms = median_ms(call, c.T > 8192 ? 5 : 11, stream);
+  const double ms = median_ms(call, c.T > 8192 ? 5 : 11, 1, stream);
   const double bytes = static_cast<double>(c.T) * (conv_dim * 4.0 + value_dim * 4.0 + 2.0 * c.nv * 4.0 + value_dim * 2.0);
   const double chunks = (c.T + kC - 1) / kC;
   return {c, ms, bytes / (copy_GBps * 1e9) * 1e3, chunks * c.nv * chunk_flops() / (ms * 1e-3) / 1e12};

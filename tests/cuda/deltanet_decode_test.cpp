@@ -32,8 +32,7 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
   std::vector<float> state = test::random_f32(static_cast<std::size_t>(n_slots * rec_slot), rng, 0.3f);
   const std::vector<float> state0 = state;
   auto d_ring = test::to_device(ring), d_state = test::to_device(state);
-  auto d_conv_w = test::to_device(L.conv_w), d_nea = test::to_device(L.neg_exp_a), d_dt = test::to_device(L.dt_bias);
-  auto d_norm_w = test::to_device(L.norm_w);
+  const test::DeltaNetDeviceLayer d_layer(L);
   auto d_slots = test::to_device(slots);
   cuda::DeviceBuffer d_qkv(static_cast<std::size_t>(B * ld_qkv) * sizeof(float)), d_z(static_cast<std::size_t>(B * ld_z) * sizeof(float));
   cuda::DeviceBuffer d_b(static_cast<std::size_t>(B * ld_ba) * sizeof(float)), d_a(static_cast<std::size_t>(B * ld_ba) * sizeof(float));
@@ -55,7 +54,7 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
     d_pos.upload(pos.data(), pos.size() * sizeof(int64_t));
     test::poison(d_out);
 
-    cuda::DeltaNetDecodeArgs args;
+    cuda::DeltaNetDecodeArgs args = d_layer.args(L);
     args.qkv = d_qkv.as<float>();
     args.ld_qkv = ld_qkv;
     args.z = d_z.as<float>();
@@ -63,11 +62,6 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
     args.b = d_b.as<float>();
     args.a = d_a.as<float>();
     args.ld_ba = ld_ba;
-    args.conv_w = d_conv_w.as<float>();
-    args.neg_exp_a = d_nea.as<float>();
-    args.dt_bias = d_dt.as<float>();
-    args.norm_w = d_norm_w.as<float>();
-    args.eps = L.eps;
     args.conv_state = d_ring.as<float>();
     args.conv_slot_stride = conv_slot;
     args.rec_state = d_state.as<float>();
@@ -77,10 +71,6 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
     args.out = d_out.as<__nv_bfloat16>();
     args.ld_out = ld_out;
     args.B = B;
-    args.nk = nk;
-    args.nv = nv;
-    args.dk = args.dv = kD;
-    args.K = kK;
     cuda::deltanet_decode(args, nullptr);
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
 

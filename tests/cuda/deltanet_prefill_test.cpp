@@ -48,15 +48,14 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
 
   auto d_ring = test::to_device(ring), d_state = test::to_device(state);
   auto d_qkv = test::to_device(qkv), d_z = test::to_device(z), d_b = test::to_device(b), d_a = test::to_device(a);
-  auto d_conv_w = test::to_device(L.conv_w), d_nea = test::to_device(L.neg_exp_a), d_dt = test::to_device(L.dt_bias);
-  auto d_norm_w = test::to_device(L.norm_w);
+  const test::DeltaNetDeviceLayer d_layer(L);
   cuda::DeviceBuffer d_out(static_cast<std::size_t>(T * ld_out) * sizeof(uint16_t));
   test::poison(d_out);
   const std::size_t ws_bytes = cuda::deltanet_prefill_workspace_bytes(spans, nk, nv);
   cuda::DeviceBuffer ws(ws_bytes);
   test::poison(ws);  // intermediates nobody wrote must not be read
 
-  cuda::DeltaNetDecodeArgs args;
+  cuda::DeltaNetDecodeArgs args = d_layer.args(L);
   args.qkv = d_qkv.as<float>();
   args.ld_qkv = ld_qkv;
   args.z = d_z.as<float>();
@@ -64,21 +63,12 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
   args.b = d_b.as<float>();
   args.a = d_a.as<float>() + nv + 1;  // b and a share a row stride, at different offsets
   args.ld_ba = ld_ba;
-  args.conv_w = d_conv_w.as<float>();
-  args.neg_exp_a = d_nea.as<float>();
-  args.dt_bias = d_dt.as<float>();
-  args.norm_w = d_norm_w.as<float>();
-  args.eps = L.eps;
   args.conv_state = d_ring.as<float>();
   args.conv_slot_stride = conv_slot;
   args.rec_state = d_state.as<float>();
   args.rec_slot_stride = rec_slot;
   args.out = d_out.as<__nv_bfloat16>();
   args.ld_out = ld_out;
-  args.nk = nk;
-  args.nv = nv;
-  args.dk = args.dv = kD;
-  args.K = kK;
   cuda::deltanet_prefill(args, cuda::plan_deltanet_window(spans, nk, nv, ws.get(), ws_bytes, nullptr), nullptr);
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
 

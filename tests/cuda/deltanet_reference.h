@@ -76,4 +76,25 @@ inline void deltanet_reference_row(const DeltaNetLayer& L, const float* qkv, con
   }
 }
 
+// The layer's weights on the device, and the part of the kernels' arguments they fill (weights, eps,
+// head counts and dims); the caller sets the inputs, caches and output.
+struct DeltaNetDeviceLayer {
+  cuda::DeviceBuffer conv_w, neg_exp_a, dt_bias, norm_w;
+  explicit DeltaNetDeviceLayer(const DeltaNetLayer& L)
+      : conv_w(to_device(L.conv_w)), neg_exp_a(to_device(L.neg_exp_a)), dt_bias(to_device(L.dt_bias)), norm_w(to_device(L.norm_w)) {}
+  cuda::DeltaNetDecodeArgs args(const DeltaNetLayer& L) const {
+    cuda::DeltaNetDecodeArgs a;
+    a.conv_w = conv_w.as<float>();
+    a.neg_exp_a = neg_exp_a.as<float>();
+    a.dt_bias = dt_bias.as<float>();
+    a.norm_w = norm_w.as<float>();
+    a.eps = L.eps;
+    a.nk = L.nk;
+    a.nv = L.nv;
+    a.dk = a.dv = kD;
+    a.K = kK;
+    return a;
+  }
+};
+
 }  // namespace qwenrt::test
