@@ -25,6 +25,7 @@ namespace {
 struct Shape {
   const char* name;
   int64_t rows, k;
+  bool swiglu = false;  // gate and up, rows each, with the activation fused (weights 2 x rows x k)
 };
 
 void check_cublas(cublasStatus_t s, const char* what) {
@@ -52,6 +53,8 @@ int main(int argc, char** argv) try {
       {"27b ffn up (17408x5120)", 17408, 5120}, {"27b ffn down (5120x17408)", 5120, 17408},
       {"27b head (248320x5120)", 248320, 5120}, {"9b ffn up (12288x4096)", 12288, 4096},
       {"0.8b qkv (6144x1024)", 6144, 1024},     {"0.8b ffn down (1024x3584)", 1024, 3584},
+      {"27b gate+up+act (2x17408x5120)", 17408, 5120, true}, {"9b gate+up+act (2x12288x4096)", 12288, 4096, true},
+      {"0.8b gate+up+act (2x3584x1024)", 3584, 1024, true},
   };
   const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1, 64} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
   cublasHandle_t handle;
@@ -59,9 +62,10 @@ int main(int argc, char** argv) try {
   std::mt19937 rng(1);
   cuda::DeviceBuffer x(static_cast<std::size_t>(64 * 17408) * 2);
   fill_random(x, rng);
-  std::printf("\n%-28s %5s %10s %8s %10s %8s %7s\n", "weight", "rows", "qwenrt us", "of copy", "cuBLAS us", "of copy", "speedup");
+  std::printf("\n%-32s %5s %10s %8s %10s %8s %7s\n", "weight", "rows", "qwenrt us", "of copy", "cuBLAS us", "of copy", "speedup");
   for (const Shape& s : shapes) {
-    const std::size_t wbytes = static_cast<std::size_t>(s.rows * s.k) * 2;
+    const int64_t weight_rows = s.swiglu ? 2 * s.rows : s.rows;  // gate and up side by side
+    const std::size_t wbytes = static_cast<std::size_t>(weight_rows * s.k) * 2;
     const int copies = static_cast<int>(std::max<std::size_t>(1, (std::size_t{512} << 20) / wbytes + 1));
     std::vector<cuda::DeviceBuffer> w;
     for (int i = 0; i < copies; ++i) {
@@ -69,26 +73,35 @@ int main(int argc, char** argv) try {
       if (i == 0) fill_random(w[0], rng);
       else QWENRT_CUDA_CHECK(cudaMemcpy(w[i].get(), w[0].get(), wbytes, cudaMemcpyDeviceToDevice));
     }
-    cuda::DeviceBuffer y(static_cast<std::size_t>(64 * s.rows) * 4);
+    cuda::DeviceBuffer y(static_cast<std::size_t>(64 * weight_rows) * 4);
     const cuda::GemmSegment probe{w[0].as<__nv_bfloat16>(), s.rows, y.as<float>(), s.rows, false};
-    cuda::DeviceBuffer ws(cuda::skinny_gemm_workspace_bytes(64, s.k, {&probe, 1}));
+    cuda::DeviceBuffer ws(std::max(cuda::skinny_gemm_workspace_bytes(64, s.k, {&probe, 1}), cuda::skinny_gemm_swiglu_workspace_bytes(64, s.k, s.rows)));
+    cuda::DeviceBuffer counters(cuda::kSkinnyGemmCounters * 4);
+    QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    const cuda::SkinnyGemmWorkspace workspace{ws.get(), ws.bytes(), counters.as<uint32_t>()};
     const int reps = std::max(copies, static_cast<int>(std::min<int64_t>(200, (int64_t{8} << 30) / static_cast<int64_t>(wbytes))));
     for (int64_t n : batches) {
       const double ours = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
-        const cuda::GemmSegment seg{w[i % copies].as<__nv_bfloat16>(), s.rows, y.as<float>(), s.rows, false};
-        cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, ws.get(), ws.bytes());
+        const auto* wi = w[i % copies].as<__nv_bfloat16>();
+        if (s.swiglu) {
+          cuda::skinny_gemm_swiglu(x.as<__nv_bfloat16>(), n, s.k, s.k, wi, wi + s.rows * s.k, s.rows, y.as<__nv_bfloat16>(), s.rows, st,
+                                   workspace);
+          return;
+        }
+        const cuda::GemmSegment seg{wi, s.rows, y.as<float>(), s.rows, false};
+        cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, workspace);
       });
       const float one = 1.0f, zero = 0.0f;
       const double theirs = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
         check_cublas(cublasSetStream(handle, st), "set stream");
-        check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.rows), static_cast<int>(n), static_cast<int>(s.k),
+        check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(weight_rows), static_cast<int>(n), static_cast<int>(s.k),
                                   &one, w[i % copies].get(), CUDA_R_16BF, static_cast<int>(s.k), x.get(), CUDA_R_16BF,
-                                  static_cast<int>(s.k), &zero, y.get(), CUDA_R_32F, static_cast<int>(s.rows),
+                                  static_cast<int>(s.k), &zero, y.get(), CUDA_R_32F, static_cast<int>(weight_rows),
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      "gemm");
       });
-      const double bytes = static_cast<double>(wbytes) + static_cast<double>(n * s.k * 2 + n * s.rows * 4);
-      std::printf("%-28s %5lld %10.1f %7.0f%% %10.1f %7.0f%% %6.2fx\n", s.name, static_cast<long long>(n), ours,
+      const double bytes = static_cast<double>(wbytes) + static_cast<double>(n * s.k * 2 + n * weight_rows * 4);
+      std::printf("%-32s %5lld %10.1f %7.0f%% %10.1f %7.0f%% %6.2fx\n", s.name, static_cast<long long>(n), ours,
                   100.0 * bytes / (ours * 1e-6) / 1e9 / copy, theirs, 100.0 * bytes / (theirs * 1e-6) / 1e9 / copy, theirs / ours);
     }
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cuda/row_ops.h"
+#include "core/half.h"
 #include "cuda/gpu_test_support.h"
 
 namespace qwenrt {
@@ -9,11 +11,23 @@ namespace {
 
 using test::relative_l2;
 
+// The K-split scratch: partial sums and the zeroed tile counters, checked to be left zero.
+struct Workspace {
+  cuda::DeviceBuffer partial, counters{cuda::kSkinnyGemmCounters * sizeof(uint32_t)};
+  explicit Workspace(std::size_t bytes) : partial(bytes) { QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes())); }
+  cuda::SkinnyGemmWorkspace view() const { return {partial.get(), partial.bytes(), counters.as<uint32_t>()}; }
+  void expect_counters_zero() const {
+    const auto c = test::to_host<uint32_t>(counters, cuda::kSkinnyGemmCounters);
+    for (std::size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], 0u) << "tile counter " << i << " left set";
+  }
+};
+
 // skinny_gemm with the workspace its shapes need.
 void gemm(const cuda::DeviceBuffer& x, int64_t n, int64_t k, int64_t ldx, std::span<const cuda::GemmSegment> segs) {
-  cuda::DeviceBuffer ws(cuda::skinny_gemm_workspace_bytes(n, k, segs));
-  cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, k, ldx, segs, nullptr, ws.get(), ws.bytes());
+  Workspace ws(cuda::skinny_gemm_workspace_bytes(n, k, segs));
+  cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, k, ldx, segs, nullptr, ws.view());
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  ws.expect_counters_zero();
 }
 
 struct Problem {
@@ -113,6 +127,118 @@ TEST(SkinnyGemm, BatchInvariant) {
   }
 }
 
+// silu(g)·u in double from the bf16 inputs, for act = swiglu(x·gateᵀ, x·upᵀ).
+std::vector<double> swiglu_reference(const std::vector<float>& x, const std::vector<float>& gate, const std::vector<float>& up, int64_t n,
+                                     int64_t rows, int64_t k) {
+  const auto g = reference(x, gate, n, rows, k), u = reference(x, up, n, rows, k);
+  std::vector<double> a(g.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return a;
+}
+
+// Gate, up and the activation in one launch, with and without the K split, against double. Two
+// errors remain: the bf16 rounding of the result (relative 2^-8 at most) and the f32 sums of gate and
+// up, whose absolute error (~1e-6 of the typical product) becomes a large relative one where silu(g)·u
+// is near zero. So each element is measured against max(|want|, 1% of the rms of the result).
+TEST(SkinnyGemm, SwiGluMatchesDoubleReference) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(10);
+  for (Problem p : {Problem{1, 8, 64}, {1, 13, 4096}, {3, 40, 2048}, {8, 1000, 1024}, {9, 3584, 1024}, {1, 3000, 520}, {64, 77, 768}}) {
+    std::vector<float> xf, gf, uf;
+    auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(p.n * p.k), rng, xf));
+    auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, gf));
+    auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, uf));
+    const int64_t ld_act = p.rows + 3;
+    cuda::DeviceBuffer act(static_cast<std::size_t>(p.n * ld_act) * sizeof(__nv_bfloat16));
+    test::poison(act);
+    const auto before = test::to_host<uint16_t>(act, static_cast<std::size_t>(p.n * ld_act));
+    Workspace ws(cuda::skinny_gemm_swiglu_workspace_bytes(p.n, p.k, p.rows));
+    cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), p.n, p.k, p.k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), p.rows,
+                             act.as<__nv_bfloat16>(), ld_act, nullptr, ws.view());
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    ws.expect_counters_zero();
+    const auto got = test::to_host<uint16_t>(act, static_cast<std::size_t>(p.n * ld_act));
+    const auto ref = swiglu_reference(xf, gf, uf, p.n, p.rows, p.k);
+    double mean_square = 0;
+    for (double v : ref) mean_square += v * v;
+    const double floor = 1e-2 * std::sqrt(mean_square / static_cast<double>(ref.size()));
+    std::vector<float> g;
+    std::vector<double> r;
+    double worst = 0;
+    for (int64_t b = 0; b < p.n; ++b)
+      for (int64_t c = 0; c < ld_act; ++c) {
+        const uint16_t v = got[b * ld_act + c];
+        if (c >= p.rows) {
+          EXPECT_EQ(v, before[b * ld_act + c]) << "column past the rows was written";
+          continue;
+        }
+        const double want = ref[b * p.rows + c], have = bf16_to_f32(v);
+        g.push_back(static_cast<float>(have));
+        r.push_back(want);
+        worst = std::max(worst, std::abs(have - want) / std::max(std::abs(want), floor));
+      }
+    EXPECT_LT(relative_l2(g, r), 2e-3) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+    EXPECT_LT(worst, 8e-3) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+  }
+}
+
+// The fused activation gives the bits of the two products followed by cuda::swiglu_rows.
+TEST(SkinnyGemm, SwiGluMatchesUnfusedBitwise) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  const int64_t n = 3, rows = 3584, k = 1024;
+  std::vector<float> xf, gf, uf;
+  auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(n * k), rng, xf));
+  auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, gf));
+  auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, uf));
+  // Unfused with gate and up as two segments of 16-row tiles, the fused launch in 8-row pairs of
+  // the same two weights: each product's K order is the same (one range, same chunks).
+  ASSERT_EQ(cuda::skinny_gemm_swiglu_workspace_bytes(n, k, rows), 0u);
+  cuda::DeviceBuffer gu(static_cast<std::size_t>(n * 2 * rows) * sizeof(float));
+  const cuda::GemmSegment segs[2] = {{dg.as<__nv_bfloat16>(), rows, gu.as<float>(), 2 * rows, false},
+                                     {du.as<__nv_bfloat16>(), rows, gu.as<float>() + rows, 2 * rows, false}};
+  gemm(dx, n, k, k, segs);
+  cuda::DeviceBuffer unfused(static_cast<std::size_t>(n * rows) * 2), fused(static_cast<std::size_t>(n * rows) * 2);
+  cuda::swiglu_rows(gu.as<float>(), 2 * rows, unfused.as<__nv_bfloat16>(), rows, n, rows, nullptr);
+  cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, fused.as<__nv_bfloat16>(),
+                           rows, nullptr);
+  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto a = test::to_host<uint16_t>(unfused, static_cast<std::size_t>(n * rows));
+  const auto b = test::to_host<uint16_t>(fused, static_cast<std::size_t>(n * rows));
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 2));
+}
+
+// One launch after another through one workspace (as in a decode step): counters and partials
+// of a split launch do not leak into the next of another shape.
+TEST(SkinnyGemm, ConsecutiveSplitLaunchesShareOneWorkspace) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t k = 4096;
+  std::vector<float> xf;
+  auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(2 * k), rng, xf));
+  const int64_t shapes[3] = {100, 1024, 37};
+  std::vector<cuda::DeviceBuffer> dw, dy;
+  std::vector<std::vector<float>> wf(3);
+  std::size_t need = 0;
+  for (int i = 0; i < 3; ++i) {
+    dw.push_back(test::to_device(test::random_bf16(static_cast<std::size_t>(shapes[i] * k), rng, wf[i])));
+    dy.push_back(cuda::DeviceBuffer(static_cast<std::size_t>(2 * shapes[i]) * sizeof(float)));
+    const cuda::GemmSegment seg{dw[i].as<__nv_bfloat16>(), shapes[i], dy[i].as<float>(), shapes[i], false};
+    need = std::max(need, cuda::skinny_gemm_workspace_bytes(2, k, {&seg, 1}));
+  }
+  Workspace ws(need);
+  for (int rep = 0; rep < 3; ++rep)
+    for (int i = 0; i < 3; ++i) {
+      const cuda::GemmSegment seg{dw[i].as<__nv_bfloat16>(), shapes[i], dy[i].as<float>(), shapes[i], false};
+      cuda::skinny_gemm(dx.as<__nv_bfloat16>(), 2, k, k, {&seg, 1}, nullptr, ws.view());
+    }
+  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  ws.expect_counters_zero();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_LT(relative_l2(test::to_host<float>(dy[i], static_cast<std::size_t>(2 * shapes[i])), reference(xf, wf[i], 2, shapes[i], k)), 1e-6)
+        << "weight of " << shapes[i] << " rows";
+}
+
 TEST(SkinnyGemm, RejectsBadShapes) {
   QWENRT_REQUIRE_GPU();
   cuda::DeviceBuffer d(4096);
@@ -124,6 +250,14 @@ TEST(SkinnyGemm, RejectsBadShapes) {
   const cuda::GemmSegment big{d.as<__nv_bfloat16>(), 4, d.as<float>(), 4, false};
   ASSERT_GT(cuda::skinny_gemm_workspace_bytes(1, 4096, {&big, 1}), 0u);
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 4096, 4096, {&big, 1}, nullptr), Error);
+  // A workspace without the tile counters is refused too.
+  EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 4096, 4096, {&big, 1}, nullptr, {d.get(), d.bytes(), nullptr}), Error);
+  EXPECT_THROW(cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 0,
+                                        d.as<__nv_bfloat16>(), 4, nullptr),
+               Error);
+  EXPECT_THROW(cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 8,
+                                        d.as<__nv_bfloat16>(), 4, nullptr),
+               Error);
 }
 
 }  // namespace

@@ -28,7 +28,11 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = chained_launch_enabled() ? 1 : 0;
-  QWENRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // a refused launch is not sticky: leave nothing for the next check to trip on
+    QWENRT_CUDA_CHECK(err);
+  }
 }
 
 }  // namespace qwenrt::cuda

@@ -72,16 +72,26 @@ CublasGemm::~CublasGemm() {
   delete api_;
 }
 
-void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                      int64_t ldy, bool accumulate, cudaStream_t stream) {
+void CublasGemm::run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, void* y,
+                     bool y_bf16, int64_t ldy, bool accumulate, cudaStream_t stream) {
   // Column-major view: y (rows × n, ld ldy) = Wᵀ-op (rows × k) · x (k × n).
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto h = static_cast<cublasHandle_t>(handle_);
   check(api_->set_stream(h, stream), "set stream");
   check(api_->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), &one, w,
-                      CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(ldx), &beta, y, CUDA_R_32F,
-                      static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(ldx), &beta, y,
+                      y_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "GemmEx");
+}
+
+void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
+                      int64_t ldy, bool accumulate, cudaStream_t stream) {
+  run(x, n, k, ldx, w, rows, y, false, ldy, accumulate, stream);
+}
+
+void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows,
+                      __nv_bfloat16* y, int64_t ldy, cudaStream_t stream) {
+  run(x, n, k, ldx, w, rows, y, true, ldy, false, stream);
 }
 
 double cublas_gemm_TFLOPs(int64_t m, int64_t k, int64_t n) {

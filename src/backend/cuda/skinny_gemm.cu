@@ -1,70 +1,90 @@
 #include "backend/cuda/skinny_gemm.h"
 
+#include <algorithm>
+
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gate_math.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace qwenrt::cuda {
 namespace {
 
-constexpr int kWarps = 8;           // warps of a block split K between them
-constexpr int kRowsPerBlock = 16;   // one m16 tile of weight rows per block
-constexpr int kChunk = 32;          // K elements one warp consumes per step (4 lanes × 8)
+constexpr int kWarps = 8;            // warps of a block split K between them
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;        // weight rows per block: one m16 tile (8 gate + 8 up rows for SwiGLU)
+constexpr int kChunk = 32;           // K elements one warp consumes per step (4 lanes × 8)
 
 struct Segments {
   GemmSegment seg[kSkinnyGemmMaxSegments];
-  int first_block[kSkinnyGemmMaxSegments + 1];  // first row tile of each segment
-  int64_t first_row[kSkinnyGemmMaxSegments + 1];  // its first row among all segments' rows
+  int first_tile[kSkinnyGemmMaxSegments + 1];  // first row tile of each segment
   int count;
   int splits;            // K ranges, one per blockIdx.y; > 1 for weights too small to fill the GPU
   int64_t split_chunks;  // K chunks per range
-  float* partial;        // [splits, n, total rows] when splits > 1
+  float* partial;        // [tiles, splits, NT·4·32] when splits > 1
+  uint32_t* counters;    // [tiles] ranges finished, when splits > 1
+  // SwiGLU pairs (count 1): seg[0].w holds the gate rows, `up` the up rows; a tile is 8 rows of each.
+  const __nv_bfloat16* up;
+  __nv_bfloat16* act;
+  int64_t ld_act;
 };
 
-// Block (b, s) owns 16 weight rows of one segment and K range s; warp w takes the range's K chunks
-// w, w+8, w+16, ... Lane (g, t)
-// loads 8 consecutive k of weight rows g and g+8 and of activation rows g + 8j: the dot product is
-// order-free in k, so these 16-byte loads feed two m16n8k16 products directly once A and B agree on
-// the same permutation of k (no shuffles, no shared memory on the way in).
+// Block (tile, s) owns one row tile of one segment and K range s; warp w takes the range's K
+// chunks w, w+8, w+16, ... Lane (g, t) takes 8 consecutive k of weight rows g and g+8 (gate row g
+// and up row g for SwiGLU) and of activation rows g + 8j: the dot product is order-free in k, so
+// these 16-byte pieces feed two m16n8k16 products directly once A and B agree on the same
+// permutation of k (no shuffles).
+//
+// Each warp keeps U steps of loads in flight in registers, then runs their products. (A cp.async
+// ring of 4-8 steps per warp in shared memory measured slower on the H200: 27B decode 49 tok/s
+// against 63.) The block's first steps are prefetched into L2 before the kernel waits on the one
+// ahead of it: weights never change.
 template <int NT>  // n-tiles of 8 activation rows
-__global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k,
-                                                                  int64_t ldx, Segments segs) {
-  constexpr int U = NT <= 2 ? 4 : 2;  // chunks in flight per warp
-  __shared__ float partial[kWarps][NT][4][32];
+__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k,
+                                                               int64_t ldx, Segments segs) {
+  __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
+  __shared__ bool last_range;
 
   int s = 0;
-  while (s + 1 < segs.count && static_cast<int>(blockIdx.x) >= segs.first_block[s + 1]) ++s;
+  while (s + 1 < segs.count && static_cast<int>(blockIdx.x) >= segs.first_tile[s + 1]) ++s;
   const GemmSegment& seg = segs.seg[s];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x - segs.first_block[s]) * kRowsPerBlock;
+  const bool pairs = segs.up != nullptr;
+  const int tile = blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t rg = row0 + g, rh = row0 + g + 8;
+  const int64_t rg = row0 + g, rh = pairs ? rg : rg + 8;
   const bool has_g = rg < seg.rows, has_h = rh < seg.rows;
-  const __nv_bfloat16* wg = seg.w + rg * k + 8 * t;
-  const __nv_bfloat16* wh = seg.w + rh * k + 8 * t;
+  // Rows past the weight are never read, but their address stays in bounds.
+  const __nv_bfloat16* wg = seg.w + (has_g ? rg : 0) * k + 8 * t;
+  const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (has_h ? rh : 0) * k + 8 * t;
 
+  const int64_t total_chunks = (k + kChunk - 1) / kChunk;
+  const int64_t start = static_cast<int64_t>(blockIdx.y) * segs.split_chunks;
+  const int64_t end = min(total_chunks, static_cast<int64_t>(blockIdx.y + 1) * segs.split_chunks);
+  // The warp's j-th chunk of the range: warps interleave, so a block's warps read neighbouring
+  // 64-byte pieces of each row together. (Each warp taking 4 consecutive chunks measured 20% slower.)
+  auto chunk = [&](int64_t j) { return start + warp + kWarps * j; };
   float acc[NT][4] = {};
-  const int64_t first_chunk = blockIdx.y * segs.split_chunks;
-  const int64_t chunks = min((k + kChunk - 1) / kChunk, first_chunk + segs.split_chunks);
-  // The weights do not depend on the kernels before: their first step goes to L2 while those
-  // finish (chained launch), then the activations are waited for.
+
+  constexpr int U = NT <= 2 ? 4 : 2;  // steps in flight per warp
   if (t == 0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = first_chunk + warp + static_cast<int64_t>(kWarps) * u;
-      if (c < chunks) {
+      const int64_t c = chunk(u);
+      if (c < end) {
         if (has_g) prefetch_l2(wg + c * kChunk);
         if (has_h) prefetch_l2(wh + c * kChunk);
       }
     }
   }
   chained_kernel_start();
-  for (int64_t base = first_chunk + warp; base < chunks; base += kWarps * U) {
+  for (int64_t j = 0; chunk(j) < end; j += U) {
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = base + static_cast<int64_t>(kWarps) * u;
+      const int64_t c = chunk(j + u);
       const int64_t kk = c * kChunk + 8 * t;
-      const bool in_k = c < chunks && kk < k;
+      const bool in_k = c < end && kk < k;
       a_g[u] = in_k && has_g ? load_stream16(wg + kk - 8 * t) : make_uint4(0, 0, 0, 0);
       a_h[u] = in_k && has_h ? load_stream16(wh + kk - 8 * t) : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -85,52 +105,71 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(const __nv_bfl
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) partial[warp][j][e][lane] = acc[j][e];
+    for (int e = 0; e < 4; ++e) red[((warp * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
   __syncthreads();
-  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
-    const int j = idx / 128, e = (idx / 32) % 4, l = idx % 32;
-    float sum = 0;
+
+  // Thread (j, l) finishes lane l's four outputs of n-tile j: the warps' sums in warp order.
+  const int item = threadIdx.x, j = item / 32, l = item % 32;
+  const bool active = item < NT * 32;
+  float v[4] = {};
+  if (active)
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][j][e][l];
-    const int64_t row = row0 + l / 4 + (e >= 2 ? 8 : 0);
-    const int col = 8 * j + 2 * (l % 4) + (e & 1);
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v[e] += red[((w * NT + j) * 4 + e) * 32 + l];
+
+  if (segs.splits > 1) {
+    // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
+    float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
+    if (active)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
+    __syncthreads();
+    if (!last_range) return;
+    __threadfence();
+    if (active)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[e] = 0;
+        for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
+      }
+    if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
+  }
+  if (!active) return;
+
+  // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
+  const int64_t r = row0 + l / 4;
+  const int c0 = 8 * j + 2 * (l % 4);
+  if (pairs) {
+    if (r >= seg.rows) return;
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (c0 + e < n) segs.act[(c0 + e) * segs.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t row = r + (e >= 2 ? 8 : 0);
+    const int col = c0 + (e & 1);
     if (row >= seg.rows || col >= n) continue;
-    if (segs.splits == 1) {
-      float* dst = seg.y + col * seg.ldy + row;
-      *dst = seg.accumulate ? *dst + sum : sum;
-    } else {
-      const int64_t total_rows = segs.first_row[segs.count];
-      segs.partial[(static_cast<int64_t>(blockIdx.y) * n + col) * total_rows + segs.first_row[s] + row] = sum;
-    }
+    float* dst = seg.y + col * seg.ldy + row;
+    *dst = seg.accumulate ? *dst + v[e] : v[e];
   }
 }
 
-// The K ranges' partial products summed in range order (deterministic), then stored.
-__global__ void skinny_gemm_reduce_kernel(int n, Segments segs) {
-  chained_kernel_start();
-  const int64_t total_rows = segs.first_row[segs.count];
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= total_rows * n) return;
-  const int64_t col = i / total_rows, r = i % total_rows;
-  float sum = 0;
-  for (int sp = 0; sp < segs.splits; ++sp) sum += segs.partial[(static_cast<int64_t>(sp) * n + col) * total_rows + r];
-  int s = 0;
-  while (s + 1 < segs.count && r >= segs.first_row[s + 1]) ++s;
-  const GemmSegment& seg = segs.seg[s];
-  float* dst = seg.y + col * seg.ldy + (r - segs.first_row[s]);
-  *dst = seg.accumulate ? *dst + sum : sum;
-}
-
 template <int NT>
-void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int blocks, cudaStream_t stream) {
-  launch_chained(skinny_gemm_kernel<NT>, dim3(blocks, segs.splits), dim3(kWarps * 32), 0, stream, x, n, k, ldx, segs);
+void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  launch_chained(skinny_gemm_kernel<NT>, dim3(tiles, segs.splits), dim3(kThreads), 0, stream, x, n, k, ldx, segs);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,
-// not read off the device: the split, and so the rounding, is then the same on every GPU). Measured
-// on an H200: 320 tiles (27B down_proj) gain 17% from 2 ranges, 64 tiles (0.8B down_proj) 1.8x
-// from 8, while 384 tiles (0.8B in_proj) lose 50% to the second pass.
-constexpr int64_t kTargetBlocks = 384;
+// not read off the device: the split, and so the rounding, is then the same on every GPU).
+// A split launch has fewer tiles than this, so kSkinnyGemmCounters counters suffice. (1024 and
+// 2048 measured slower: more blocks, more partial sums, no more bandwidth.)
+constexpr int64_t kTargetBlocks = kSkinnyGemmCounters;
 constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
 
 // K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so
@@ -142,54 +181,40 @@ int64_t split_count(int64_t tiles, int64_t k) {
   return splits;
 }
 
-int64_t total_tiles(std::span<const GemmSegment> segments) {
+int64_t partial_bytes(int64_t n, int64_t tiles, int64_t k) {
+  const int64_t splits = split_count(tiles, k);
+  return splits == 1 ? 0 : tiles * splits * ((n + 7) / 8) * 128 * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t tiles_of(std::span<const GemmSegment> segments) {
   int64_t tiles = 0;
-  for (const auto& s : segments) tiles += (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  for (const auto& s : segments) tiles += (s.rows + kTileRows - 1) / kTileRows;
   return tiles;
 }
 
-}  // namespace
+int64_t swiglu_tiles(int64_t rows) { return (rows + kTileRows / 2 - 1) / (kTileRows / 2); }
 
-std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const GemmSegment> segments) {
-  const int64_t splits = split_count(total_tiles(segments), k);
-  if (splits == 1) return 0;
-  int64_t rows = 0;
-  for (const auto& s : segments) rows += s.rows;
-  return static_cast<std::size_t>(splits * n * rows) * sizeof(float);
+void check_common(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const char* who) {
+  if (n < 1 || n > kSkinnyGemmMaxRows) fail(who, ": ", n, " activation rows; it takes 1 to ", kSkinnyGemmMaxRows);
+  if (k < 8 || k % 8 != 0 || ldx < k || ldx % 8 != 0) fail(who, ": k ", k, " and ldx ", ldx, " must be multiples of 8 with ldx >= k");
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0) fail(who, ": activations are not 16-byte aligned");
 }
 
-void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream, void* workspace, std::size_t workspace_bytes) {
-  if (n < 1 || n > kSkinnyGemmMaxRows) fail("skinny_gemm: ", n, " activation rows; it takes 1 to ", kSkinnyGemmMaxRows);
-  if (k < 8 || k % 8 != 0 || ldx < k || ldx % 8 != 0) fail("skinny_gemm: k ", k, " and ldx ", ldx, " must be multiples of 8 with ldx >= k");
-  if (segments.empty() || segments.size() > kSkinnyGemmMaxSegments)
-    fail("skinny_gemm: ", segments.size(), " weights; it takes 1 to ", kSkinnyGemmMaxSegments);
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0) fail("skinny_gemm: activations are not 16-byte aligned");
-  Segments segs{};
-  segs.count = static_cast<int>(segments.size());
-  int64_t blocks = 0, rows_total = 0;
-  for (int i = 0; i < segs.count; ++i) {
-    const GemmSegment& s = segments[i];
-    if (s.rows < 1 || s.ldy < s.rows || reinterpret_cast<uintptr_t>(s.w) % 16 != 0)
-      fail("skinny_gemm: weight ", i, " has ", s.rows, " rows, ldy ", s.ldy, " (needs rows >= 1, ldy >= rows, 16-byte alignment)");
-    segs.seg[i] = s;
-    segs.first_block[i] = static_cast<int>(blocks);
-    segs.first_row[i] = rows_total;
-    blocks += (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    rows_total += s.rows;
-  }
-  segs.first_row[segs.count] = rows_total;
-  segs.splits = static_cast<int>(split_count(blocks, k));
+// Fills the split and the workspace of `segs` (first_tile set), checks the workspace, launches.
+void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& segs, int64_t tiles, const SkinnyGemmWorkspace& ws,
+         cudaStream_t stream, const char* who) {
+  if (tiles > (1ll << 31) - 1) fail(who, ": too many weight rows");
+  segs.splits = static_cast<int>(split_count(tiles, k));
   segs.split_chunks = ((k + kChunk - 1) / kChunk + segs.splits - 1) / segs.splits;
-  segs.partial = static_cast<float*>(workspace);
+  segs.partial = static_cast<float*>(ws.partial);
+  segs.counters = ws.counters;
   if (segs.splits > 1) {
-    const std::size_t need = skinny_gemm_workspace_bytes(n, k, segments);
-    if (!workspace || workspace_bytes < need)
-      fail("skinny_gemm: needs ", need, " bytes of workspace for ", segs.splits, " K ranges, got ", workspace_bytes);
+    const auto need = static_cast<std::size_t>(partial_bytes(n, tiles, k));
+    if (!ws.partial || ws.partial_bytes < need || !ws.counters)
+      fail(who, ": needs ", need, " bytes of workspace and the tile counters for ", segs.splits, " K ranges, got ", ws.partial_bytes,
+           ws.counters ? "" : " and no counters");
   }
-  if (blocks > (1ll << 31) - 1) fail("skinny_gemm: too many weight rows");
-  segs.first_block[segs.count] = static_cast<int>(blocks);
-  const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(blocks), rows = static_cast<int>(n);
+  const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(tiles), rows = static_cast<int>(n);
   switch (nt) {
     case 1: launch<1>(x, rows, k, ldx, segs, b, stream); break;
     case 2: launch<2>(x, rows, k, ldx, segs, b, stream); break;
@@ -201,11 +226,53 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
     default: launch<8>(x, rows, k, ldx, segs, b, stream); break;
   }
   QWENRT_CUDA_CHECK_LAUNCH();
-  if (segs.splits > 1) {
-    const int64_t outputs = rows_total * n;
-    launch_chained(skinny_gemm_reduce_kernel, dim3(static_cast<unsigned>((outputs + 255) / 256)), dim3(256), 0, stream, rows, segs);
-    QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const GemmSegment> segments) {
+  return static_cast<std::size_t>(partial_bytes(n, tiles_of(segments), k));
+}
+
+std::size_t skinny_gemm_swiglu_workspace_bytes(int64_t n, int64_t k, int64_t rows) {
+  return static_cast<std::size_t>(partial_bytes(n, swiglu_tiles(rows), k));
+}
+
+void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
+                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
+  check_common(x, n, k, ldx, "skinny_gemm");
+  if (segments.empty() || segments.size() > kSkinnyGemmMaxSegments)
+    fail("skinny_gemm: ", segments.size(), " weights; it takes 1 to ", kSkinnyGemmMaxSegments);
+  Segments segs{};
+  segs.count = static_cast<int>(segments.size());
+  int64_t tiles = 0;
+  for (int i = 0; i < segs.count; ++i) {
+    const GemmSegment& s = segments[i];
+    if (s.rows < 1 || s.ldy < s.rows || reinterpret_cast<uintptr_t>(s.w) % 16 != 0 || !s.y)
+      fail("skinny_gemm: weight ", i, " has ", s.rows, " rows, ldy ", s.ldy, " (needs rows >= 1, ldy >= rows, 16-byte alignment, an output)");
+    segs.seg[i] = s;
+    segs.first_tile[i] = static_cast<int>(tiles);
+    tiles += (s.rows + kTileRows - 1) / kTileRows;
   }
+  segs.first_tile[segs.count] = static_cast<int>(tiles);
+  run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm");
+}
+
+void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
+                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
+                        const SkinnyGemmWorkspace& workspace) {
+  check_common(x, n, k, ldx, "skinny_gemm_swiglu");
+  if (rows < 1 || ld_act < rows || !act || reinterpret_cast<uintptr_t>(gate) % 16 != 0 || reinterpret_cast<uintptr_t>(up) % 16 != 0)
+    fail("skinny_gemm_swiglu: ", rows, " rows, ld_act ", ld_act, " (needs rows >= 1, ld_act >= rows, 16-byte aligned weights, an output)");
+  Segments segs{};
+  segs.count = 1;
+  segs.seg[0] = {gate, rows, nullptr, 0, false};
+  segs.up = up;
+  segs.act = act;
+  segs.ld_act = ld_act;
+  const int64_t tiles = swiglu_tiles(rows);
+  segs.first_tile[1] = static_cast<int>(tiles);
+  run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm_swiglu");
 }
 
 }  // namespace qwenrt::cuda

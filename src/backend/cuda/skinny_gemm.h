@@ -1,13 +1,18 @@
 #pragma once
 // Decode-shaped matrix products on the GPU: y = x · Wᵀ for a few activation rows (1..64) against
 // large bf16 weights, f32 accumulation. Bandwidth-bound: each weight element is read once per call
-// from device memory for the whole batch, streamed past L1.
+// from device memory for the whole batch, each warp keeping several 16-byte loads per lane in flight
+// and feeding them straight to tensor-core products. The FFN's gate and up products can end in the
+// SwiGLU activation in the same launch.
 //
 // Results are batch-invariant and deterministic: an output element's dot product runs in the same
 // order whatever else is in the batch (the K split depends on the weights' shapes alone, partial
 // sums are reduced across warps and K ranges in a fixed order). Weights too small to fill the GPU
-// with row tiles are split along K over several blocks, whose partial products go through a
-// workspace and a second, small kernel.
+// with row tiles are split along K over several blocks; the last block of a row tile to finish
+// adds the ranges' partial sums (kept in the workspace) in range order.
+//
+// The weights are read before the kernel waits for the kernels ahead of it on the stream (chained
+// launch): nothing may write them in the kernel launched just before.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -18,6 +23,8 @@ namespace qwenrt::cuda {
 
 constexpr int64_t kSkinnyGemmMaxRows = 64;
 constexpr int kSkinnyGemmMaxSegments = 4;
+// Row tiles of a launch that splits K count their finished ranges here (never more tiles than this).
+constexpr int kSkinnyGemmCounters = 384;
 
 // One weight and where its products go: y[b * ldy + r] for activation row b, weight row r.
 // With `accumulate` the product is added to what y holds (a fused residual add).
@@ -29,13 +36,29 @@ struct GemmSegment {
   bool accumulate = false;
 };
 
-// Workspace bytes skinny_gemm needs for these shapes (0 when the weights fill the GPU alone).
+// Scratch of the K-split launches. `counters`: kSkinnyGemmCounters uint32 zeros, zeroed once by the
+// owner; every call leaves them zero. One workspace serves one stream at a time.
+struct SkinnyGemmWorkspace {
+  void* partial = nullptr;
+  std::size_t partial_bytes = 0;
+  uint32_t* counters = nullptr;
+};
+
+// Partial-sum bytes skinny_gemm needs for these shapes (0 when the weights fill the GPU alone).
 std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const GemmSegment> segments);
 
 // x: [n, k] bf16 with row stride ldx (elements); 1 <= n <= 64; k and ldx multiples of 8 and both
 // pointers 16-byte aligned. Up to four weights sharing k run in one launch. Error on bad shapes or
-// a workspace smaller than skinny_gemm_workspace_bytes.
+// a workspace smaller than its shapes need.
 void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream, void* workspace = nullptr, std::size_t workspace_bytes = 0);
+                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
+
+// The gated FFN activation in one launch: act[b * ld_act + r] = bf16(silu(g) · u) with
+// g = x_b · gate_r and u = x_b · up_r, for r < rows (gate and up both [rows, k]). The same
+// rounding as cuda::swiglu_rows over f32 products.
+std::size_t skinny_gemm_swiglu_workspace_bytes(int64_t n, int64_t k, int64_t rows);
+void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
+                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
+                        const SkinnyGemmWorkspace& workspace = {});
 
 }  // namespace qwenrt::cuda

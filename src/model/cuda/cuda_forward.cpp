@@ -63,6 +63,15 @@ void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
 struct CudaForward::Scratch {
   Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
   Growable gemm_ws, gdn_ws, h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+  // The skinny GEMM's K-split tile counters: zeroed once here, left zero by every launch.
+  DeviceBuffer gemm_counters;
+
+  Scratch() : gemm_counters(cuda::kSkinnyGemmCounters * sizeof(uint32_t)) {
+    QWENRT_CUDA_CHECK(cudaMemset(gemm_counters.get(), 0, gemm_counters.bytes()));
+  }
+  cuda::SkinnyGemmWorkspace gemm_workspace(std::size_t partial_bytes) {
+    return {gemm_ws.get<std::byte>(partial_bytes), partial_bytes, gemm_counters.as<uint32_t>()};
+  }
 };
 
 // The tensors of a ModelCache on this GPU: per slot all DeltaNet layers' conv rings and
@@ -93,8 +102,9 @@ struct CudaForward::CacheState final : DeviceCacheState {
 };
 
 CudaForward::CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights)
-    : device_(device_index), config_(config), scratch_(std::make_unique<Scratch>()), profiler_(env_flag("QWENRT_CUDA_PROFILE")) {
+    : device_(device_index), config_(config), profiler_(env_flag("QWENRT_CUDA_PROFILE")) {
   const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
+  scratch_ = std::make_unique<Scratch>();  // on the device just selected
   device_name_ = info.name;
   if (const std::string why = unsupported(config); !why.empty()) fail("--device cuda: ", why, "; use --device cpu");
   weights_ = upload_weights(weights);
@@ -161,13 +171,35 @@ void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
     std::vector<cuda::GemmSegment> segs;
     for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
-    const std::size_t ws = cuda::skinny_gemm_workspace_bytes(n, k, segs);
-    cuda::skinny_gemm(x, n, k, ldx, segs, stream_, scratch_->gemm_ws.get<std::byte>(ws), ws);
+    cuda::skinny_gemm(x, n, k, ldx, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
     return;
   }
   if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
   const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
   for (const auto& t : targets) cublas_->gemm(x, n, k, ldx, t.w.data, t.w.rows, t.y, t.ldy, t.accumulate, stream_);
+}
+
+void CudaForward::gated_activation(const CudaLayerWeights& L, const bf16* xn, int64_t T, bf16* act) {
+  const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  Scratch& s = *scratch_;
+  if (T <= 8) {
+    // Decode rows: gate, up and silu(gate)·up in one weight-streaming launch.
+    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+    cuda::skinny_gemm_swiglu(xn, T, H, H, L.gate.data, L.up.data, I, act, I, stream_,
+                             s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
+    return;
+  }
+  // Prompt rows: gate and up rounded to bf16 by cuBLAS (as a bf16 model computes them), which halves
+  // the bytes the largest product writes and the activation reads.
+  bf16* gu = s.gu.get<bf16>(static_cast<std::size_t>(T * 2 * I));
+  {
+    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
+    if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
+    cublas_->gemm(xn, T, H, H, L.gate.data, I, gu, 2 * I, stream_);
+    cublas_->gemm(xn, T, H, H, L.up.data, I, gu + I, 2 * I, stream_);
+  }
+  const cuda::StreamProfiler::Scope scope(profiler_, "norms, swiglu", stream_);
+  cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
 }
 
 void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& lay, CacheState& cs) {
@@ -384,12 +416,8 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
     profiler_.begin("norms, swiglu", stream_);
     cuda::rms_norm_rows(h, H, L.post_norm, xn, H, T, H, eps, stream_);
     profiler_.end(stream_);
-    float* gu = s.gu.get<float>(static_cast<std::size_t>(T * 2 * I));
     bf16* act = s.act.get<bf16>(static_cast<std::size_t>(T * I));
-    matmul(xn, T, H, H, {{L.gate, gu, 2 * I}, {L.up, gu + I, 2 * I}});
-    profiler_.begin("norms, swiglu", stream_);
-    cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
-    profiler_.end(stream_);
+    gated_activation(L, xn, T, act);
     matmul(act, T, I, I, {{L.down, h, H, true}});
   }
 

@@ -40,6 +40,8 @@ class CudaForward final : public DeviceForward {
   CacheState& cache_state(ModelCache& cache);
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
+  // act = silu(xn·gateᵀ) ⊙ (xn·upᵀ) in bf16, the input of down_proj.
+  void gated_activation(const CudaLayerWeights& w, const __nv_bfloat16* xn, int64_t rows, __nv_bfloat16* act);
   void deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& layout, CacheState& cs);
   void attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& layout, CacheState& cs);
 

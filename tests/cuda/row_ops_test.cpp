@@ -1,0 +1,94 @@
+#include "backend/cuda/row_ops.h"
+
+#include <gtest/gtest.h>
+
+#include "core/half.h"
+#include "cuda/gpu_test_support.h"
+
+namespace qwenrt {
+namespace {
+
+// silu(g)·u in double.
+double swiglu_ref(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+
+// Checks out[r, c] (bf16, row stride ld_out) against silu(gu[r, c])·gu[r, width + c] in double:
+// only the final bf16 rounding (relative 2^-8 at most) and __expf's few ulps separate them. Columns past
+// `width` must keep what they held.
+void expect_swiglu(const std::vector<uint16_t>& got, const std::vector<uint16_t>& before, const std::vector<double>& gu, int64_t ld_gu,
+                   int64_t ld_out, int64_t rows, int64_t width, const char* what) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ld_out; ++c) {
+      const uint16_t v = got[r * ld_out + c];
+      if (c >= width) {
+        ASSERT_EQ(v, before[r * ld_out + c]) << what << ": column " << c << " past the width was written";
+        continue;
+      }
+      const double want = swiglu_ref(gu[r * ld_gu + c], gu[r * ld_gu + width + c]);
+      ASSERT_LE(std::abs(bf16_to_f32(v) - want), 4e-3 * std::abs(want) + 1e-30)
+          << what << ": row " << r << " column " << c << " of " << rows << "x" << width;
+    }
+}
+
+TEST(RowOps, SwiGluFromF32AndBf16Products) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  // One row (decode), a few rows, and prompt-sized rows through the four-wide path; an odd width
+  // and an odd stride take the scalar path.
+  struct Shape {
+    int64_t rows, width, ld_extra;
+  };
+  for (Shape s : {Shape{1, 3584, 0}, {5, 1000, 4}, {64, 512, 8}, {300, 17408 / 8, 0}, {33, 77, 3}}) {
+    const int64_t ld_gu = 2 * s.width + s.ld_extra, ld_out = s.width + s.ld_extra;
+    std::vector<float> f32 = test::random_f32(static_cast<std::size_t>(s.rows * ld_gu), rng, 3.0f);
+    std::vector<uint16_t> b16(f32.size());
+    std::vector<double> exact_f32(f32.begin(), f32.end()), exact_b16(f32.size());
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      b16[i] = f32_to_bf16(f32[i]);
+      exact_b16[i] = bf16_to_f32(b16[i]);
+    }
+    auto d_f32 = test::to_device(f32);
+    auto d_b16 = test::to_device(b16);
+    cuda::DeviceBuffer out(static_cast<std::size_t>(s.rows * ld_out) * 2);
+    for (int from_bf16 = 0; from_bf16 < 2; ++from_bf16) {
+      test::poison(out);
+      const auto before = test::to_host<uint16_t>(out, static_cast<std::size_t>(s.rows * ld_out));
+      if (from_bf16)
+        cuda::swiglu_rows(d_b16.as<__nv_bfloat16>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
+      else
+        cuda::swiglu_rows(d_f32.as<float>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
+      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = test::to_host<uint16_t>(out, static_cast<std::size_t>(s.rows * ld_out));
+      expect_swiglu(got, before, from_bf16 ? exact_b16 : exact_f32, ld_gu, ld_out, s.rows, s.width, from_bf16 ? "bf16 in" : "f32 in");
+    }
+  }
+}
+
+TEST(RowOps, RmsNormMatchesDouble) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(22);
+  for (int64_t width : {int64_t{1024}, int64_t{5120}, int64_t{77}}) {
+    const int64_t rows = 9, ldx = width + 5, ldy = width + 2;
+    const float eps = 1e-6f;
+    const auto x = test::random_f32(static_cast<std::size_t>(rows * ldx), rng, 2.0f);
+    const auto w = test::random_f32(static_cast<std::size_t>(width), rng);
+    auto dx = test::to_device(x), dw = test::to_device(w);
+    cuda::DeviceBuffer y(static_cast<std::size_t>(rows * ldy) * 2);
+    test::poison(y);
+    cuda::rms_norm_rows(dx.as<float>(), ldx, dw.as<float>(), y.as<__nv_bfloat16>(), ldy, rows, width, eps, nullptr);
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = test::to_host<uint16_t>(y, static_cast<std::size_t>(rows * ldy));
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(x[r * ldx + i]) * x[r * ldx + i];
+      const double scale = 1.0 / std::sqrt(ss / static_cast<double>(width) + eps);
+      for (int64_t i = 0; i < width; ++i) {
+        const double want = x[r * ldx + i] * scale * w[i];
+        ASSERT_LE(std::abs(bf16_to_f32(got[r * ldy + i]) - want), 4e-3 * std::abs(want) + 1e-6)
+            << "width " << width << " row " << r << " column " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qwenrt
