@@ -239,6 +239,91 @@ TEST(SkinnyGemm, ConsecutiveSplitLaunchesShareOneWorkspace) {
         << "weight of " << shapes[i] << " rows";
 }
 
+// RMSNorm computed by the launch itself, against rms_norm_rows followed by the plain launch (the
+// scale's sum runs in another order: a bf16 activation may round the other way, rarely) and against
+// double with the exact normalised activations (then the bf16 rounding of x is the whole error).
+TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}}) {
+    const int64_t ldh = p.k + 4;
+    const float eps = 1e-6f;
+    const auto h = test::random_f32(static_cast<std::size_t>(p.n * ldh), rng, 3.0f);
+    const auto nw = test::random_f32(static_cast<std::size_t>(p.k), rng);
+    std::vector<float> wf;
+    auto dh = test::to_device(h), dnw = test::to_device(nw);
+    auto dw = test::to_device(test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, wf));
+    cuda::DeviceBuffer xn(static_cast<std::size_t>(p.n * p.k) * 2), y_fused(static_cast<std::size_t>(p.n * p.rows) * 4),
+        y_plain(static_cast<std::size_t>(p.n * p.rows) * 4);
+    test::poison(y_fused);
+    cuda::rms_norm_rows(dh.as<float>(), ldh, dnw.as<float>(), xn.as<__nv_bfloat16>(), p.k, p.n, p.k, eps, nullptr);
+    const cuda::GemmSegment plain{dw.as<__nv_bfloat16>(), p.rows, y_plain.as<float>(), p.rows, false};
+    gemm(xn, p.n, p.k, p.k, {&plain, 1});
+    const cuda::GemmSegment fused{dw.as<__nv_bfloat16>(), p.rows, y_fused.as<float>(), p.rows, false};
+    Workspace ws(cuda::skinny_gemm_workspace_bytes(p.n, p.k, {&fused, 1}));
+    cuda::skinny_gemm({dh.as<float>(), ldh, dnw.as<float>(), eps}, p.n, p.k, {&fused, 1}, nullptr, ws.view());
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    ws.expect_counters_zero();
+    const auto got = test::to_host<float>(y_fused, static_cast<std::size_t>(p.n * p.rows));
+    const auto unfused = test::to_host<float>(y_plain, static_cast<std::size_t>(p.n * p.rows));
+    EXPECT_LT(relative_l2(got, std::vector<double>(unfused.begin(), unfused.end())), 1e-4) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+    std::vector<float> x(static_cast<std::size_t>(p.n * p.k));
+    for (int64_t b = 0; b < p.n; ++b) {
+      double ss = 0;
+      for (int64_t i = 0; i < p.k; ++i) ss += static_cast<double>(h[b * ldh + i]) * h[b * ldh + i];
+      const double scale = 1.0 / std::sqrt(ss / static_cast<double>(p.k) + eps);
+      for (int64_t i = 0; i < p.k; ++i) x[b * p.k + i] = static_cast<float>(h[b * ldh + i] * scale * nw[i]);
+    }
+    EXPECT_LT(relative_l2(got, reference(x, wf, p.n, p.rows, p.k)), 4e-3) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+  }
+}
+
+// The FFN's norm, gate, up and activation in one launch against the norm's own launch then the
+// fused activation.
+TEST(SkinnyGemm, NormedSwiGluMatchesNormThenSwiGlu) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(14);
+  const int64_t n = 2, rows = 3584, k = 1024;
+  const auto h = test::random_f32(static_cast<std::size_t>(n * k), rng, 2.0f);
+  const auto nw = test::random_f32(static_cast<std::size_t>(k), rng);
+  std::vector<float> gf, uf;
+  auto dh = test::to_device(h), dnw = test::to_device(nw);
+  auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, gf));
+  auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, uf));
+  cuda::DeviceBuffer xn(static_cast<std::size_t>(n * k) * 2), a(static_cast<std::size_t>(n * rows) * 2), b(static_cast<std::size_t>(n * rows) * 2);
+  Workspace ws(cuda::skinny_gemm_swiglu_workspace_bytes(n, k, rows));
+  cuda::rms_norm_rows(dh.as<float>(), k, dnw.as<float>(), xn.as<__nv_bfloat16>(), k, n, k, 1e-6f, nullptr);
+  cuda::skinny_gemm_swiglu(xn.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, a.as<__nv_bfloat16>(), rows,
+                           nullptr, ws.view());
+  cuda::skinny_gemm_swiglu({dh.as<float>(), k, dnw.as<float>(), 1e-6f}, n, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows,
+                           b.as<__nv_bfloat16>(), rows, nullptr, ws.view());
+  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  ws.expect_counters_zero();
+  const auto av = test::to_host<uint16_t>(a, static_cast<std::size_t>(n * rows)), bv = test::to_host<uint16_t>(b, static_cast<std::size_t>(n * rows));
+  std::vector<float> af(av.size());
+  std::vector<double> bd(bv.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    af[i] = bf16_to_f32(av[i]);
+    bd[i] = bf16_to_f32(bv[i]);
+    differ += av[i] != bv[i];
+  }
+  EXPECT_LT(relative_l2(af, bd), 1e-3);
+  EXPECT_LT(differ, av.size() / 20) << differ << " of " << av.size() << " elements differ";
+}
+
+TEST(SkinnyGemm, NormedRowsRejectBadInput) {
+  QWENRT_REQUIRE_GPU();
+  cuda::DeviceBuffer d(1 << 20);
+  const cuda::SkinnyNormedRows x{d.as<float>(), 256, d.as<float>() + 4096, 1e-6f};
+  const cuda::GemmSegment seg{d.as<__nv_bfloat16>() + 65536, 4, d.as<float>() + 8192, 4, false};
+  EXPECT_THROW(cuda::skinny_gemm(x, 9, 256, {&seg, 1}, nullptr), Error);  // more rows than the launch normalises
+  EXPECT_THROW(cuda::skinny_gemm(x, 1, cuda::kSkinnyGemmMaxNormedK + 8, {&seg, 1}, nullptr), Error);
+  const cuda::GemmSegment into_h{d.as<__nv_bfloat16>() + 65536, 4, d.as<float>() + 8, 4, false};
+  EXPECT_THROW(cuda::skinny_gemm(x, 1, 256, {&into_h, 1}, nullptr), Error);  // writes the rows it reads
+  EXPECT_THROW(cuda::skinny_gemm({d.as<float>(), 255, d.as<float>(), 1e-6f}, 1, 256, {&seg, 1}, nullptr), Error);
+}
+
 TEST(SkinnyGemm, RejectsBadShapes) {
   QWENRT_REQUIRE_GPU();
   cuda::DeviceBuffer d(4096);

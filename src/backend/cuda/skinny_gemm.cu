@@ -27,6 +27,7 @@ struct Segments {
   const __nv_bfloat16* up;
   __nv_bfloat16* act;
   int64_t ld_act;
+  SkinnyNormedRows norm;  // the activations, when the launch normalises them itself
 };
 
 // Block (tile, s) owns one row tile of one segment and K range s; warp w takes the range's K
@@ -39,11 +40,16 @@ struct Segments {
 // ring of 4-8 steps per warp in shared memory measured slower on the H200: 27B decode 49 tok/s
 // against 63.) The block's first steps are prefetched into L2 before the kernel waits on the one
 // ahead of it: weights never change.
-template <int NT>  // n-tiles of 8 activation rows
+//
+// With kNorm the activations are RMSNorm(h) · w of f32 rows h: after the wait, every block sums
+// each row's squares (the same fixed order in every block, so all agree) and writes its K range of
+// the normalised rows to shared memory in bf16, with the rounding of cuda::rms_norm_rows.
+template <int NT, bool kNorm>  // n-tiles of 8 activation rows; activations normalised here
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k,
                                                                int64_t ldx, Segments segs) {
   __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
   __shared__ bool last_range;
+  extern __shared__ uint4 normed_raw[];  // kNorm: [n][split_chunks · kChunk] bf16
 
   int s = 0;
   while (s + 1 < segs.count && static_cast<int>(blockIdx.x) >= segs.first_tile[s + 1]) ++s;
@@ -78,6 +84,46 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
     }
   }
   chained_kernel_start();
+  const int64_t k0 = start * kChunk;  // the block's first k
+  if constexpr (kNorm) {
+    // x becomes this block's K range of the normalised rows, in shared memory.
+    __shared__ float square_sums[kWarps][8], scale[8];
+    const SkinnyNormedRows& nr = segs.norm;
+    for (int r = 0; r < n; ++r) {
+      const float* hr = nr.h + r * nr.ldh;
+      float ss = 0;
+      for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kThreads) {
+        const float4 v = *reinterpret_cast<const float4*>(hr + i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0) square_sums[warp][r] = ss;
+    }
+    __syncthreads();
+    if (threadIdx.x < n) {
+      float total = 0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) total += square_sums[w][threadIdx.x];
+      scale[threadIdx.x] = rsqrtf(total / static_cast<float>(k) + nr.eps);
+    }
+    __syncthreads();
+    __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
+    const int64_t k1 = min(end * kChunk, k), ld_xs = segs.split_chunks * kChunk;
+    for (int r = 0; r < n; ++r) {
+      const float* hr = nr.h + r * nr.ldh;
+      for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
+        const float4 v = *reinterpret_cast<const float4*>(hr + i), w = __ldg(reinterpret_cast<const float4*>(nr.w + i));
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale[r] * w.x, v.y * scale[r] * w.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale[r] * w.z, v.w * scale[r] * w.w);
+        *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
+    }
+    __syncthreads();
+    x = xs - k0;  // x[r · ldx + kk] for kk in the range
+    ldx = ld_xs;
+  }
   for (int64_t j = 0; chunk(j) < end; j += U) {
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
@@ -90,7 +136,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int xr = 8 * j + g;
-        b[u][j] = in_k && xr < n ? load_shared16(x + xr * ldx + kk) : make_uint4(0, 0, 0, 0);
+        const __nv_bfloat16* xp = x + xr * ldx + kk;
+        b[u][j] = !(in_k && xr < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xp) : load_shared16(xp);
       }
     }
 #pragma unroll
@@ -160,9 +207,15 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
   }
 }
 
-template <int NT>
+template <int NT, bool kNorm = false>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
-  launch_chained(skinny_gemm_kernel<NT>, dim3(tiles, segs.splits), dim3(kThreads), 0, stream, x, n, k, ldx, segs);
+  const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+  if (smem > 40 * 1024) {
+    static const cudaError_t raised =
+        cudaFuncSetAttribute(skinny_gemm_kernel<NT, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
+    QWENRT_CUDA_CHECK(raised);
+  }
+  launch_chained(skinny_gemm_kernel<NT, kNorm>, dim3(tiles, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,
@@ -215,6 +268,11 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
            ws.counters ? "" : " and no counters");
   }
   const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(tiles), rows = static_cast<int>(n);
+  if (segs.norm.h) {
+    launch<1, true>(x, rows, k, ldx, segs, b, stream);
+    QWENRT_CUDA_CHECK_LAUNCH();
+    return;
+  }
   switch (nt) {
     case 1: launch<1>(x, rows, k, ldx, segs, b, stream); break;
     case 2: launch<2>(x, rows, k, ldx, segs, b, stream); break;
@@ -238,14 +296,15 @@ std::size_t skinny_gemm_swiglu_workspace_bytes(int64_t n, int64_t k, int64_t row
   return static_cast<std::size_t>(partial_bytes(n, swiglu_tiles(rows), k));
 }
 
-void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
-  check_common(x, n, k, ldx, "skinny_gemm");
+namespace {
+
+// The launch's weights, checked; first_tile set.
+Segments segments_of(std::span<const GemmSegment> segments, int64_t& tiles) {
   if (segments.empty() || segments.size() > kSkinnyGemmMaxSegments)
     fail("skinny_gemm: ", segments.size(), " weights; it takes 1 to ", kSkinnyGemmMaxSegments);
   Segments segs{};
   segs.count = static_cast<int>(segments.size());
-  int64_t tiles = 0;
+  tiles = 0;
   for (int i = 0; i < segs.count; ++i) {
     const GemmSegment& s = segments[i];
     if (s.rows < 1 || s.ldy < s.rows || reinterpret_cast<uintptr_t>(s.w) % 16 != 0 || !s.y)
@@ -255,13 +314,10 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
     tiles += (s.rows + kTileRows - 1) / kTileRows;
   }
   segs.first_tile[segs.count] = static_cast<int>(tiles);
-  run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm");
+  return segs;
 }
 
-void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
-                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
-                        const SkinnyGemmWorkspace& workspace) {
-  check_common(x, n, k, ldx, "skinny_gemm_swiglu");
+Segments swiglu_of(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, int64_t& tiles) {
   if (rows < 1 || ld_act < rows || !act || reinterpret_cast<uintptr_t>(gate) % 16 != 0 || reinterpret_cast<uintptr_t>(up) % 16 != 0)
     fail("skinny_gemm_swiglu: ", rows, " rows, ld_act ", ld_act, " (needs rows >= 1, ld_act >= rows, 16-byte aligned weights, an output)");
   Segments segs{};
@@ -270,9 +326,60 @@ void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ld
   segs.up = up;
   segs.act = act;
   segs.ld_act = ld_act;
-  const int64_t tiles = swiglu_tiles(rows);
+  tiles = swiglu_tiles(rows);
   segs.first_tile[1] = static_cast<int>(tiles);
+  return segs;
+}
+
+// Checks the normalised rows and puts them in `segs`: no output of the launch may be h itself,
+// which every block reads.
+void set_norm(Segments& segs, const SkinnyNormedRows& x, int64_t n, int64_t k, const char* who) {
+  if (n < 1 || n > kSkinnyGemmMaxNormedRows) fail(who, ": ", n, " normalised rows; it takes 1 to ", kSkinnyGemmMaxNormedRows);
+  if (k < 8 || k % 8 != 0 || k > kSkinnyGemmMaxNormedK) fail(who, ": k ", k, " must be a multiple of 8 up to ", kSkinnyGemmMaxNormedK);
+  if (!x.h || !x.w || x.ldh < k || x.ldh % 4 != 0 || reinterpret_cast<uintptr_t>(x.h) % 16 != 0 || reinterpret_cast<uintptr_t>(x.w) % 16 != 0)
+    fail(who, ": rows h (stride ", x.ldh, ") and norm weight need 16-byte alignment and a stride of at least k in multiples of 4");
+  if (!(x.eps >= 0)) fail(who, ": eps ", x.eps, " must be >= 0");
+  const float* h_end = x.h + (n - 1) * x.ldh + k;
+  for (int i = 0; i < segs.count; ++i) {
+    const float* y = segs.seg[i].y;
+    if (y && y + (n - 1) * segs.seg[i].ldy + segs.seg[i].rows > x.h && y < h_end) fail(who, ": an output overlaps the rows being normalised");
+  }
+  segs.norm = x;
+}
+
+}  // namespace
+
+void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
+                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
+  check_common(x, n, k, ldx, "skinny_gemm");
+  int64_t tiles = 0;
+  Segments segs = segments_of(segments, tiles);
+  run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm");
+}
+
+void skinny_gemm(const SkinnyNormedRows& x, int64_t n, int64_t k, std::span<const GemmSegment> segments, cudaStream_t stream,
+                 const SkinnyGemmWorkspace& workspace) {
+  int64_t tiles = 0;
+  Segments segs = segments_of(segments, tiles);
+  set_norm(segs, x, n, k, "skinny_gemm");
+  run(nullptr, n, k, k, segs, tiles, workspace, stream, "skinny_gemm");
+}
+
+void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
+                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
+                        const SkinnyGemmWorkspace& workspace) {
+  check_common(x, n, k, ldx, "skinny_gemm_swiglu");
+  int64_t tiles = 0;
+  Segments segs = swiglu_of(gate, up, rows, act, ld_act, tiles);
   run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm_swiglu");
+}
+
+void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up,
+                        int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
+  int64_t tiles = 0;
+  Segments segs = swiglu_of(gate, up, rows, act, ld_act, tiles);
+  set_norm(segs, x, n, k, "skinny_gemm_swiglu");
+  run(nullptr, n, k, k, segs, tiles, workspace, stream, "skinny_gemm_swiglu");
 }
 
 }  // namespace qwenrt::cuda

@@ -26,6 +26,19 @@ constexpr int kSkinnyGemmMaxSegments = 4;
 // Row tiles of a launch that splits K count their finished ranges here (never more tiles than this).
 constexpr int kSkinnyGemmCounters = 384;
 
+// Activations computed by the launch itself: x[b, i] = bf16(h[b, i] · rsqrt(mean(h[b, :k]²) + eps) ·
+// w[i]), RMSNorm of f32 rows with the weight (1 + w already folded in) and the rounding of
+// cuda::rms_norm_rows (the sum of squares runs in another order). For decode rows, this removes the
+// norm's own launch. h: 16-byte aligned, row stride ldh a multiple of 4; w: [k] f32.
+struct SkinnyNormedRows {
+  const float* h = nullptr;
+  int64_t ldh = 0;
+  const float* w = nullptr;
+  float eps = 0;
+};
+constexpr int64_t kSkinnyGemmMaxNormedRows = 8;
+constexpr int64_t kSkinnyGemmMaxNormedK = 10240;  // the rows' bf16 copy lives in shared memory
+
 // One weight and where its products go: y[b * ldy + r] for activation row b, weight row r.
 // With `accumulate` the product is added to what y holds (a fused residual add).
 struct GemmSegment {
@@ -53,6 +66,11 @@ std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const Ge
 void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
                  cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
 
+// The same with normalised activations (at most kSkinnyGemmMaxNormedRows rows, k at most
+// kSkinnyGemmMaxNormedK); no output may overlap h.
+void skinny_gemm(const SkinnyNormedRows& x, int64_t n, int64_t k, std::span<const GemmSegment> segments, cudaStream_t stream,
+                 const SkinnyGemmWorkspace& workspace = {});
+
 // The gated FFN activation in one launch: act[b * ld_act + r] = bf16(silu(g) · u) with
 // g = x_b · gate_r and u = x_b · up_r, for r < rows (gate and up both [rows, k]). The same
 // rounding as cuda::swiglu_rows over f32 products.
@@ -60,5 +78,8 @@ std::size_t skinny_gemm_swiglu_workspace_bytes(int64_t n, int64_t k, int64_t row
 void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
                         const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
                         const SkinnyGemmWorkspace& workspace = {});
+
+void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up,
+                        int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
 
 }  // namespace qwenrt::cuda

@@ -62,7 +62,7 @@ void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
   Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
-  Growable gemm_ws, gdn_ws, h, xn, qkv, z, ba, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
   // The skinny GEMM's K-split tile counters: zeroed once here, left zero by every launch.
   DeviceBuffer gemm_counters;
 
@@ -176,14 +176,66 @@ void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::
   }
   if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
   const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
-  for (const auto& t : targets) cublas_->gemm(x, n, k, ldx, t.w.data, t.w.rows, t.y, t.ldy, t.accumulate, stream_);
+  // Targets whose weights follow each other in the arena and whose outputs sit side by side in one
+  // row run as one product: one pass over x instead of several, and no small-N products (b and a).
+  const MatmulTarget* run = nullptr;
+  int64_t rows = 0;
+  auto flush = [&] {
+    if (run) cublas_->gemm(x, n, k, ldx, run->w.data, rows, run->y, run->ldy, run->accumulate, stream_);
+  };
+  for (const auto& t : targets) {
+    if (run && t.w.data == run->w.data + rows * k && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
+      rows += t.w.rows;
+      continue;
+    }
+    flush();
+    run = &t;
+    rows = t.w.rows;
+  }
+  flush();
 }
 
-void CudaForward::gated_activation(const CudaLayerWeights& L, const bf16* xn, int64_t T, bf16* act) {
+bool CudaForward::fused_norm(int64_t T) const {
+  return T <= 8 && T <= cuda::kSkinnyGemmMaxNormedRows && config_.hidden_size <= cuda::kSkinnyGemmMaxNormedK;
+}
+
+const bf16* CudaForward::normed_rows(const float* norm_w, int64_t T) {
+  Scratch& s = *scratch_;
+  const int64_t H = config_.hidden_size;
+  bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
+  const cuda::StreamProfiler::Scope scope(profiler_, "norms, swiglu", stream_);
+  cuda::rms_norm_rows(s.h.get<float>(static_cast<std::size_t>(T * H)), H, norm_w, xn, H, T, H, static_cast<float>(config_.rms_norm_eps),
+                      stream_);
+  return xn;
+}
+
+cuda::SkinnyNormedRows CudaForward::residual_normed_by(const float* norm_w, int64_t T) {
+  const int64_t H = config_.hidden_size;
+  return {scratch_->h.get<float>(static_cast<std::size_t>(T * H)), H, norm_w, static_cast<float>(config_.rms_norm_eps)};
+}
+
+void CudaForward::normed_matmul(const float* norm_w, int64_t T, std::initializer_list<MatmulTarget> targets) {
+  const int64_t H = config_.hidden_size;
+  if (!fused_norm(T)) return matmul(normed_rows(norm_w, T), T, H, H, targets);
+  // Decode rows: the weight-streaming launch normalises the residual rows itself (no norm launch).
+  const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+  std::vector<cuda::GemmSegment> segs;
+  for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
+  cuda::skinny_gemm(residual_normed_by(norm_w, T), T, H, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
+}
+
+void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* act) {
   const int64_t H = config_.hidden_size, I = config_.intermediate_size;
   Scratch& s = *scratch_;
+  if (fused_norm(T)) {
+    // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
+    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+    cuda::skinny_gemm_swiglu(residual_normed_by(L.post_norm, T), T, H, L.gate.data, L.up.data, I, act, I, stream_,
+                             s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
+    return;
+  }
+  const bf16* xn = normed_rows(L.post_norm, T);
   if (T <= 8) {
-    // Decode rows: gate, up and silu(gate)·up in one weight-streaming launch.
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
     cuda::skinny_gemm_swiglu(xn, T, H, H, L.gate.data, L.up.data, I, act, I, stream_,
                              s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
@@ -195,8 +247,12 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, const bf16* xn, in
   {
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
     if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
-    cublas_->gemm(xn, T, H, H, L.gate.data, I, gu, 2 * I, stream_);
-    cublas_->gemm(xn, T, H, H, L.up.data, I, gu + I, 2 * I, stream_);
+    if (L.up.data == L.gate.data + I * H) {
+      cublas_->gemm(xn, T, H, H, L.gate.data, 2 * I, gu, 2 * I, stream_);  // gate and up follow each other: one product
+    } else {
+      cublas_->gemm(xn, T, H, H, L.gate.data, I, gu, 2 * I, stream_);
+      cublas_->gemm(xn, T, H, H, L.up.data, I, gu + I, 2 * I, stream_);
+    }
   }
   const cuda::StreamProfiler::Scope scope(profiler_, "norms, swiglu", stream_);
   cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
@@ -206,17 +262,19 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int64_t T = lay.total_rows, H = c.hidden_size, nv = c.linear_num_value_heads, vd = c.value_dim(), cd = c.conv_dim();
-  float* qkv = s.qkv.get<float>(static_cast<std::size_t>(T * cd));
-  float* z = s.z.get<float>(static_cast<std::size_t>(T * vd));
-  float* ba = s.ba.get<float>(static_cast<std::size_t>(T * 2 * nv));
+  // The four input projections side by side in one row (stride a multiple of 4 for the kernels'
+  // float4 loads), so that prompt rows take them as one product (matmul).
+  const int64_t ld = (cd + vd + 2 * nv + 3) / 4 * 4;
+  float* qkv = s.qkv.get<float>(static_cast<std::size_t>(T * ld));
+  float* z = qkv + cd;
+  float* ba = z + vd;
   bf16* o = s.gdn_out.get<bf16>(static_cast<std::size_t>(T * vd));
-  const bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
-  matmul(xn, T, H, H, {{w.in_qkv, qkv, cd}, {w.in_z, z, vd}, {w.in_b, ba, 2 * nv}, {w.in_a, ba + nv, 2 * nv}});
+  normed_matmul(w.input_norm, T, {{w.in_qkv, qkv, ld}, {w.in_z, z, ld}, {w.in_b, ba, ld}, {w.in_a, ba + nv, ld}});
 
   cuda::DeltaNetDecodeArgs a;
-  a.ld_qkv = cd;
-  a.ld_z = vd;
-  a.ld_ba = 2 * nv;
+  a.ld_qkv = ld;
+  a.ld_z = ld;
+  a.ld_ba = ld;
   a.conv_w = w.conv;
   a.neg_exp_a = w.neg_exp_a;
   a.dt_bias = w.dt_bias;
@@ -259,8 +317,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
   float* v = s.v.get<float>(static_cast<std::size_t>(T * Nkv * Dh));
   bf16* q = s.q_bf.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
   bf16* out = s.attn_out.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
-  const bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
-  matmul(xn, T, H, H, {{w.q_proj, qg, 2 * Nq * Dh}, {w.k_proj, k, Nkv * Dh}, {w.v_proj, v, Nkv * Dh}});
+  normed_matmul(w.input_norm, T, {{w.q_proj, qg, 2 * Nq * Dh}, {w.k_proj, k, Nkv * Dh}, {w.v_proj, v, Nkv * Dh}});
 
   cuda::PagedKv kv;
   kv.k = cs.k_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
@@ -404,20 +461,13 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
   const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
-  bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
   cuda::embed_rows(s.tokens.get<int32_t>(static_cast<std::size_t>(T)), T, weights_.embed.data, H, h, stream_);
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& L = weights_.layers[i];
-    profiler_.begin("norms, swiglu", stream_);
-    cuda::rms_norm_rows(h, H, L.input_norm, xn, H, T, H, eps, stream_);
-    profiler_.end(stream_);
     if (L.kind == LayerKind::FullAttention) attention(L, kind_index_[i], lay, cs);
     else deltanet(L, kind_index_[i], lay, cs);
-    profiler_.begin("norms, swiglu", stream_);
-    cuda::rms_norm_rows(h, H, L.post_norm, xn, H, T, H, eps, stream_);
-    profiler_.end(stream_);
     bf16* act = s.act.get<bf16>(static_cast<std::size_t>(T * I));
-    gated_activation(L, xn, T, act);
+    gated_activation(L, T, act);
     matmul(act, T, I, I, {{L.down, h, H, true}});
   }
 

@@ -9,6 +9,7 @@
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/stream_profiler.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/device_forward.h"
@@ -40,8 +41,14 @@ class CudaForward final : public DeviceForward {
   CacheState& cache_state(ModelCache& cache);
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
-  // act = silu(xn·gateᵀ) ⊙ (xn·upᵀ) in bf16, the input of down_proj.
-  void gated_activation(const CudaLayerWeights& w, const __nv_bfloat16* xn, int64_t rows, __nv_bfloat16* act);
+  // Products of the normalised residual: x·Wᵀ for each target with x = RMSNorm(h) · norm_w.
+  // Decode rows normalise inside the weight-streaming launch; prompt rows through xn first.
+  void normed_matmul(const float* norm_w, int64_t rows, std::initializer_list<MatmulTarget> targets);
+  bool fused_norm(int64_t rows) const;
+  const __nv_bfloat16* normed_rows(const float* norm_w, int64_t rows);  // RMSNorm(h) · norm_w into xn
+  cuda::SkinnyNormedRows residual_normed_by(const float* norm_w, int64_t rows);
+  // act = silu(x·gateᵀ) ⊙ (x·upᵀ) in bf16 with x = RMSNorm(h) · post_norm, the input of down_proj.
+  void gated_activation(const CudaLayerWeights& w, int64_t rows, __nv_bfloat16* act);
   void deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLayout& layout, CacheState& cs);
   void attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& layout, CacheState& cs);
 
