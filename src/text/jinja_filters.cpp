@@ -14,6 +14,7 @@
 #include "text/jinja_operators.h"
 #include "text/jinja_tests.h"
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 namespace {
@@ -264,7 +265,7 @@ std::optional<std::int64_t> parse_python_int(const std::string& text, int base) 
     if (unicode::is_space(c)) {
       s.push_back(' ');
     } else {
-      unicode::append_utf8(s, c);
+      utf8::append(s, c);
     }
   }
   const auto b = s.find_first_not_of(' ');
@@ -424,7 +425,7 @@ Value filter_title(Interpreter&, const Value& v, CallArgs& args) {
   for (char32_t c : s) {
     const bool separator = c == U'-' || c == U'(' || c == U'{' || c == U'[' || c == U'<' || unicode::is_space(c);
     std::string ch;
-    unicode::append_utf8(ch, c);
+    utf8::append(ch, c);
     if (separator) {
       out += ch;
       at_word_start = true;

@@ -8,6 +8,7 @@
 #include "text/jinja_operators.h"
 #include "text/jinja_tests.h"
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 namespace {
@@ -582,7 +583,7 @@ Value Interpreter::get_item(const Value& object, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) {
             std::string ch;
-            unicode::append_utf8(ch, text[static_cast<std::size_t>(i)]);
+            utf8::append(ch, text[static_cast<std::size_t>(i)]);
             return object.is_markup() ? Value::markup(std::move(ch)) : Value::string(std::move(ch));
           }
         }

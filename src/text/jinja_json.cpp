@@ -7,6 +7,7 @@
 #include "text/jinja_operators.h"
 #include "text/jinja_pyformat.h"
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 namespace {
@@ -39,7 +40,7 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
       }
       out += buf;
     } else {
-      unicode::append_utf8(out, c);
+      utf8::append(out, c);
     }
   }
   out.push_back('"');

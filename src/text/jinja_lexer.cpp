@@ -8,6 +8,7 @@
 
 #include "text/jinja_error.h"
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 namespace {
@@ -57,7 +58,7 @@ std::string_view rstrip_whitespace(std::string_view s) {
   std::size_t keep_bytes = s.size();
   while (!cps.empty() && unicode::is_space(cps.back())) {
     std::string enc;
-    unicode::append_utf8(enc, cps.back());
+    utf8::append(enc, cps.back());
     keep_bytes -= enc.size();
     cps.pop_back();
   }
@@ -447,7 +448,7 @@ class Lexer {
           }
           const unsigned long cp = std::stoul(hex, nullptr, 16);
           if (cp > 0x10FFFF) fail("illegal Unicode character", line);
-          unicode::append_utf8(out, static_cast<char32_t>(cp));
+          utf8::append(out, static_cast<char32_t>(cp));
           i += width;
           break;
         }
@@ -458,7 +459,7 @@ class Lexer {
             for (int k = 0; k < 2 && i + 1 < raw.size() && raw[i + 1] >= '0' && raw[i + 1] <= '7'; ++k) {
               cp = cp * 8 + static_cast<unsigned>(raw[++i] - '0');
             }
-            unicode::append_utf8(out, cp);
+            utf8::append(out, cp);
           } else {
             // Python keeps unknown escapes such as "\d" verbatim.
             out.push_back('\\');
@@ -481,7 +482,7 @@ class Lexer {
     const char c = src_[pos_];
     if (!std::strchr("+-/*%~[](){}><=.:|,;", c) || c == '\0') {
       std::string shown;
-      unicode::append_utf8(shown, unicode::decode(std::string_view(src_).substr(pos_, 4)).front());
+      utf8::append(shown, unicode::decode(std::string_view(src_).substr(pos_, 4)).front());
       fail("unexpected char '" + shown + "' at " + std::to_string(pos_), line);
     }
     if (c == '(' || c == '[' || c == '{') {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 
@@ -87,7 +88,7 @@ std::string python_string_repr(std::string_view utf8) {
     } else if (c < 0x7F) {
       out.push_back(static_cast<char>(c));
     } else if (unicode::is_printable(c)) {
-      unicode::append_utf8(out, c);
+      utf8::append(out, c);
     } else if (c <= 0xFF) {
       std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned>(c));
       out += buf;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "text/jinja_unicode_tables.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja::unicode {
 namespace {
@@ -26,7 +27,7 @@ void append_mapped(std::string& out, const tables::CaseMapping* table, std::size
   if (it != end && it->code_point == c) {
     out += it->utf8;
   } else {
-    append_utf8(out, c);
+    utf8::append(out, c);
   }
 }
 
@@ -68,7 +69,7 @@ char32_t lower_sigma(const std::u32string& s, std::size_t i) {
 
 void append_lower_at(std::string& out, const std::u32string& s, std::size_t i) {
   if (s[i] == U'\u03A3') {
-    append_utf8(out, lower_sigma(s, i));
+    utf8::append(out, lower_sigma(s, i));
   } else {
     append_mapped(out, tables::kLower, tables::kLower_size, s[i]);
   }
@@ -76,90 +77,16 @@ void append_lower_at(std::string& out, const std::u32string& s, std::size_t i) {
 
 }  // namespace
 
-std::u32string decode(std::string_view utf8) {
-  std::u32string out;
-  out.reserve(utf8.size());
-  std::size_t i = 0;
-  const std::size_t n = utf8.size();
-  while (i < n) {
-    unsigned char b = static_cast<unsigned char>(utf8[i]);
-    char32_t cp;
-    int extra;
-    if (b < 0x80) {
-      out.push_back(b);
-      ++i;
-      continue;
-    } else if ((b & 0xE0) == 0xC0) {
-      cp = b & 0x1F;
-      extra = 1;
-    } else if ((b & 0xF0) == 0xE0) {
-      cp = b & 0x0F;
-      extra = 2;
-    } else if ((b & 0xF8) == 0xF0) {
-      cp = b & 0x07;
-      extra = 3;
-    } else {
-      out.push_back(U'\uFFFD');
-      ++i;
-      continue;
-    }
-    if (i + extra >= n) {  // truncated sequence
-      out.push_back(U'\uFFFD');
-      ++i;
-      continue;
-    }
-    bool ok = true;
-    for (int k = 1; k <= extra; ++k) {
-      unsigned char cb = static_cast<unsigned char>(utf8[i + k]);
-      if ((cb & 0xC0) != 0x80) {
-        ok = false;
-        break;
-      }
-      cp = (cp << 6) | (cb & 0x3F);
-    }
-    if (!ok) {
-      out.push_back(U'\uFFFD');
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
-    i += extra + 1;
-  }
-  return out;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
+std::u32string decode(std::string_view text) { return utf8::decode_lossy(text); }
 
 std::string encode(std::u32string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char32_t c : text) append_utf8(out, c);
+  for (char32_t c : text) utf8::append(out, c);
   return out;
 }
 
-std::size_t code_point_count(std::string_view utf8) {
-  std::size_t n = 0;
-  for (char ch : utf8) {
-    if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++n;
-  }
-  return n;
-}
+std::size_t code_point_count(std::string_view text) { return utf8::count_lossy(text); }
 
 bool is_space(char32_t c) {
   switch (c) {

@@ -9,11 +9,11 @@
 
 namespace qwenrt::text::jinja::unicode {
 
-// Invalid UTF-8 sequences decode to U+FFFD (inputs normally come from JSON, which is valid UTF-8).
+// UTF-8 itself is text/unicode_utf8's: each maximal invalid subpart decodes to one U+FFFD, as
+// Python's errors="replace" (inputs normally come from JSON, which is valid UTF-8).
 std::u32string decode(std::string_view utf8);
 std::string encode(std::u32string_view text);
-void append_utf8(std::string& out, char32_t code_point);
-std::size_t code_point_count(std::string_view utf8);
+std::size_t code_point_count(std::string_view utf8);  // decode(utf8).size()
 
 bool is_space(char32_t c);       // str.isspace()
 bool is_line_break(char32_t c);  // a boundary for str.splitlines()

@@ -4,6 +4,7 @@
 
 #include "text/jinja_pyformat.h"
 #include "text/jinja_unicode.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::text::jinja {
 
@@ -229,7 +230,7 @@ std::vector<Value> iterate(const Value& v) {
       std::vector<Value> chars;
       for (char32_t c : unicode::decode(v.as_string())) {
         std::string s;
-        unicode::append_utf8(s, c);
+        utf8::append(s, c);
         chars.push_back(v.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s)));
       }
       return chars;

@@ -72,6 +72,34 @@ void append(std::string& out, char32_t cp) {
   }
 }
 
+std::u32string decode_lossy(std::string_view bytes) {
+  std::u32string out;
+  out.reserve(bytes.size());
+  std::size_t i = 0, subpart = 0;
+  while (i < bytes.size()) {
+    const std::size_t n = sequence_length(bytes, i, subpart);
+    if (n == 0) {
+      out.push_back(U'\uFFFD');
+      i += subpart;
+    } else {
+      const char* p = bytes.data() + i;
+      out.push_back(decode_valid(p));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::size_t count_lossy(std::string_view bytes) {
+  std::size_t count = 0, i = 0, subpart = 0;
+  while (i < bytes.size()) {
+    const std::size_t n = sequence_length(bytes, i, subpart);
+    i += n == 0 ? subpart : n;
+    ++count;
+  }
+  return count;
+}
+
 std::string repair_lossy(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

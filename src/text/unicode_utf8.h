@@ -32,6 +32,11 @@ inline char32_t decode_valid(const char*& p) {
 
 void append(std::string& out, char32_t cp);
 
+// Bytes -> code points with the replacement rule of repair_lossy (each maximal invalid subpart
+// becomes one U+FFFD), and the number of code points that gives, without building it.
+std::u32string decode_lossy(std::string_view bytes);
+std::size_t count_lossy(std::string_view bytes);
+
 // Bytes -> valid UTF-8, replacing each maximal invalid subpart with U+FFFD. This is the
 // Unicode "best practice" also used by Rust's String::from_utf8_lossy (HF decoders) and by
 // Python's errors="replace" (the Qwen tokenizer_config `errors: replace`).

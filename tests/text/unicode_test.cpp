@@ -39,6 +39,21 @@ TEST(Utf8, RepairReplacesEachMaximalSubpart) {
   EXPECT_EQ(utf8::repair_lossy("\xC0\xAF"), "\uFFFD\uFFFD");
 }
 
+TEST(Utf8, DecodeLossyAgreesWithRepair) {
+  for (std::string_view bytes : {std::string_view("ok"), std::string_view("\xD9"), std::string_view("\xE4\xB8x"),
+                                 std::string_view("\x80\x80"), std::string_view("\xED\xA0\x80"),
+                                 std::string_view("\xF0\x9F\x99\x82\xF0"), std::string_view("\xC0\xAF"),
+                                 std::string_view("caf\xC3\xA9 \xE2\x82\xAC")}) {
+    const std::u32string cps = utf8::decode_lossy(bytes);
+    std::string back;
+    for (char32_t c : cps) utf8::append(back, c);
+    EXPECT_EQ(back, utf8::repair_lossy(bytes));
+    EXPECT_EQ(utf8::count_lossy(bytes), cps.size());
+  }
+  EXPECT_EQ(utf8::decode_lossy("\xF0\x9F\x99\x82\xF0"), std::u32string(U"\U0001F642\uFFFD"));
+  EXPECT_EQ(utf8::decode_lossy("caf\xC3\xA9"), std::u32string(U"caf\u00E9"));
+}
+
 TEST(UnicodeData, CategoriesFollowUnicode16) {
   using unicode_data::GeneralCategory;
   EXPECT_EQ(unicode_data::general_category(U'a'), GeneralCategory::Ll);
