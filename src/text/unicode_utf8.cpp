@@ -72,48 +72,51 @@ void append(std::string& out, char32_t cp) {
   }
 }
 
-std::u32string decode_lossy(std::string_view bytes) {
-  std::u32string out;
-  out.reserve(bytes.size());
+namespace {
+
+// Walks `bytes` as well-formed sequences (valid(offset, length)) and maximal invalid subparts
+// (invalid()), the unit of every lossy conversion below.
+template <typename Valid, typename Invalid>
+void walk_lossy(std::string_view bytes, Valid valid, Invalid invalid) {
   std::size_t i = 0, subpart = 0;
   while (i < bytes.size()) {
     const std::size_t n = sequence_length(bytes, i, subpart);
     if (n == 0) {
-      out.push_back(U'\uFFFD');
+      invalid();
       i += subpart;
     } else {
-      const char* p = bytes.data() + i;
-      out.push_back(decode_valid(p));
+      valid(i, n);
       i += n;
     }
   }
+}
+
+}  // namespace
+
+std::u32string decode_lossy(std::string_view bytes) {
+  std::u32string out;
+  out.reserve(bytes.size());
+  walk_lossy(
+      bytes,
+      [&](std::size_t i, std::size_t) {
+        const char* p = bytes.data() + i;
+        out.push_back(decode_valid(p));
+      },
+      [&] { out.push_back(U'\uFFFD'); });
   return out;
 }
 
 std::size_t count_lossy(std::string_view bytes) {
-  std::size_t count = 0, i = 0, subpart = 0;
-  while (i < bytes.size()) {
-    const std::size_t n = sequence_length(bytes, i, subpart);
-    i += n == 0 ? subpart : n;
-    ++count;
-  }
+  std::size_t count = 0;
+  walk_lossy(bytes, [&](std::size_t, std::size_t) { ++count; }, [&] { ++count; });
   return count;
 }
 
 std::string repair_lossy(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
-  std::size_t i = 0, subpart = 0;
-  while (i < bytes.size()) {
-    const std::size_t n = sequence_length(bytes, i, subpart);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";  // U+FFFD for the whole maximal subpart
-      i += subpart;
-    } else {
-      out.append(bytes.substr(i, n));
-      i += n;
-    }
-  }
+  walk_lossy(
+      bytes, [&](std::size_t i, std::size_t n) { out.append(bytes.substr(i, n)); }, [&] { out += "\xEF\xBF\xBD"; });  // U+FFFD
   return out;
 }
 
