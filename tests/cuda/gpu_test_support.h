@@ -59,6 +59,9 @@ std::vector<T> to_host(const cuda::DeviceBuffer& buf, std::size_t n) {
 // Fills a device buffer with NaN bit patterns so an element nothing wrote fails the comparison.
 inline void poison(cuda::DeviceBuffer& buf) { QWENRT_CUDA_CHECK(cudaMemset(buf.get(), 0xff, buf.bytes())); }
 
+// The FFN's gated activation silu(g)·u in double.
+inline double swiglu(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+
 inline double relative_l2(const std::vector<float>& got, const std::vector<double>& ref) {
   double err = 0, norm = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {

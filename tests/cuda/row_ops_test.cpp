@@ -8,9 +8,6 @@
 namespace qwenrt {
 namespace {
 
-// silu(g)·u in double.
-double swiglu_ref(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
-
 // Checks out[r, c] (bf16, row stride ld_out) against silu(gu[r, c])·gu[r, width + c] in double:
 // only the final bf16 rounding (relative 2^-8 at most) and __expf's few ulps separate them. Columns past
 // `width` must keep what they held.
@@ -23,7 +20,7 @@ void expect_swiglu(const std::vector<uint16_t>& got, const std::vector<uint16_t>
         ASSERT_EQ(v, before[r * ld_out + c]) << what << ": column " << c << " past the width was written";
         continue;
       }
-      const double want = swiglu_ref(gu[r * ld_gu + c], gu[r * ld_gu + width + c]);
+      const double want = test::swiglu(gu[r * ld_gu + c], gu[r * ld_gu + width + c]);
       ASSERT_LE(std::abs(bf16_to_f32(v) - want), 4e-3 * std::abs(want) + 1e-30)
           << what << ": row " << r << " column " << c << " of " << rows << "x" << width;
     }

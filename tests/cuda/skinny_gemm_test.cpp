@@ -132,7 +132,7 @@ std::vector<double> swiglu_reference(const std::vector<float>& x, const std::vec
                                      int64_t rows, int64_t k) {
   const auto g = reference(x, gate, n, rows, k), u = reference(x, up, n, rows, k);
   std::vector<double> a(g.size());
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = test::swiglu(g[i], u[i]);
   return a;
 }
 

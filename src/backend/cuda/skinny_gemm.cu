@@ -30,6 +30,45 @@ struct Segments {
   SkinnyNormedRows norm;  // the activations, when the launch normalises them itself
 };
 
+// Columns [k0, k1) of rows [0, n) of RMSNorm(h) · w into xs (row stride ld_xs) in bf16, with the
+// rounding of cuda::rms_norm_rows. Every block sums the squares of the whole rows in the same fixed
+// order, so all blocks agree on the scale.
+__device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n, int64_t k, int64_t k0, int64_t k1,
+                                               __nv_bfloat16* xs, int64_t ld_xs) {
+  __shared__ float square_sums[kWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = 0; r < n; ++r) {
+    const float* hr = nr.h + r * nr.ldh;
+    float ss = 0;
+    for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kThreads) {
+      const float4 v = *reinterpret_cast<const float4*>(hr + i);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) square_sums[warp][r] = ss;
+  }
+  __syncthreads();
+  if (threadIdx.x < n) {
+    float total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += square_sums[w][threadIdx.x];
+    scale[threadIdx.x] = rsqrtf(total / static_cast<float>(k) + nr.eps);
+  }
+  __syncthreads();
+  for (int r = 0; r < n; ++r) {
+    const float* hr = nr.h + r * nr.ldh;
+    for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
+      const float4 v = *reinterpret_cast<const float4*>(hr + i), w = __ldg(reinterpret_cast<const float4*>(nr.w + i));
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale[r] * w.x, v.y * scale[r] * w.y);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale[r] * w.z, v.w * scale[r] * w.w);
+      *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+  }
+  __syncthreads();
+}
+
 // Block (tile, s) owns one row tile of one segment and K range s; warp w takes the range's K
 // chunks w, w+8, w+16, ... Lane (g, t) takes 8 consecutive k of weight rows g and g+8 (gate row g
 // and up row g for SwiGLU) and of activation rows g + 8j: the dot product is order-free in k, so
@@ -41,9 +80,8 @@ struct Segments {
 // against 63.) The block's first steps are prefetched into L2 before the kernel waits on the one
 // ahead of it: weights never change.
 //
-// With kNorm the activations are RMSNorm(h) · w of f32 rows h: after the wait, every block sums
-// each row's squares (the same fixed order in every block, so all agree) and writes its K range of
-// the normalised rows to shared memory in bf16, with the rounding of cuda::rms_norm_rows.
+// With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes for its K
+// range to shared memory after the wait (normalise_rows).
 template <int NT, bool kNorm>  // n-tiles of 8 activation rows; activations normalised here
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k,
                                                                int64_t ldx, Segments segs) {
@@ -87,40 +125,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
   const int64_t k0 = start * kChunk;  // the block's first k
   if constexpr (kNorm) {
     // x becomes this block's K range of the normalised rows, in shared memory.
-    __shared__ float square_sums[kWarps][8], scale[8];
-    const SkinnyNormedRows& nr = segs.norm;
-    for (int r = 0; r < n; ++r) {
-      const float* hr = nr.h + r * nr.ldh;
-      float ss = 0;
-      for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kThreads) {
-        const float4 v = *reinterpret_cast<const float4*>(hr + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      if (lane == 0) square_sums[warp][r] = ss;
-    }
-    __syncthreads();
-    if (threadIdx.x < n) {
-      float total = 0;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) total += square_sums[w][threadIdx.x];
-      scale[threadIdx.x] = rsqrtf(total / static_cast<float>(k) + nr.eps);
-    }
-    __syncthreads();
     __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
-    const int64_t k1 = min(end * kChunk, k), ld_xs = segs.split_chunks * kChunk;
-    for (int r = 0; r < n; ++r) {
-      const float* hr = nr.h + r * nr.ldh;
-      for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
-        const float4 v = *reinterpret_cast<const float4*>(hr + i), w = __ldg(reinterpret_cast<const float4*>(nr.w + i));
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale[r] * w.x, v.y * scale[r] * w.y);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale[r] * w.z, v.w * scale[r] * w.w);
-        *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-      }
-    }
-    __syncthreads();
+    const int64_t ld_xs = segs.split_chunks * kChunk;
+    normalise_rows(segs.norm, n, k, k0, min(end * kChunk, k), xs, ld_xs);
     x = xs - k0;  // x[r · ldx + kk] for kk in the range
     ldx = ld_xs;
   }

@@ -56,6 +56,19 @@ void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
   if (!host.empty()) QWENRT_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
 }
 
+// Rows up to which products stream the weights (skinny_gemm) rather than go through cuBLAS; decode
+// steps of up to this many rows also replay captured graphs.
+constexpr int64_t kDecodeRows = 8;
+
+std::vector<cuda::GemmSegment> segments_of(std::initializer_list<MatmulTarget> targets) {
+  std::vector<cuda::GemmSegment> segs;
+  for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
+  return segs;
+}
+
+// Whether b's rows follow a's in the weight arena, so that both are one [a.rows + b.rows, cols] matrix.
+bool follows(const CudaMatrix& a, const CudaMatrix& b) { return b.data == a.data + a.rows * a.cols && b.cols == a.cols; }
+
 }  // namespace
 
 // Activations of one step, sized for its rows.
@@ -165,11 +178,10 @@ CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
 }
 
 void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets) {
-  if (n <= 8) {
+  if (n <= kDecodeRows) {
     // Decode rows: one weight-streaming launch for all targets.
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
-    std::vector<cuda::GemmSegment> segs;
-    for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
+    const std::vector<cuda::GemmSegment> segs = segments_of(targets);
     cuda::skinny_gemm(x, n, k, ldx, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
     return;
   }
@@ -177,18 +189,21 @@ void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::
   const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
   // Targets whose weights follow each other in the arena and whose outputs sit side by side in one
   // row run as one product: one pass over x instead of several, and no small-N products (b and a).
-  const MatmulTarget* run = nullptr;
+  const MatmulTarget* run = nullptr;  // the first target of the product being gathered
+  CudaMatrix last{};                  // its last weight
   int64_t rows = 0;
   auto flush = [&] {
     if (run) cublas_->gemm(x, n, k, ldx, run->w.data, rows, run->y, run->ldy, run->accumulate, stream_);
   };
   for (const auto& t : targets) {
-    if (run && t.w.data == run->w.data + rows * k && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
+    if (run && follows(last, t.w) && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
       rows += t.w.rows;
+      last = t.w;
       continue;
     }
     flush();
     run = &t;
+    last = t.w;
     rows = t.w.rows;
   }
   flush();
@@ -221,8 +236,7 @@ void CudaForward::normed_matmul(const float* norm_w, int64_t T, std::initializer
   if (!fused_norm(T)) return matmul(normed_rows(norm_w, T), T, H, H, targets);
   // Decode rows: the weight-streaming launch normalises the residual rows itself (no norm launch).
   const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
-  std::vector<cuda::GemmSegment> segs;
-  for (const auto& t : targets) segs.push_back({t.w.data, t.w.rows, t.y, t.ldy, t.accumulate});
+  const std::vector<cuda::GemmSegment> segs = segments_of(targets);
   cuda::skinny_gemm(residual_normed_by(norm_w, T), T, H, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
 }
 
@@ -237,7 +251,7 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* a
     return;
   }
   const bf16* xn = normed_rows(L.post_norm, T);
-  if (T <= 8) {
+  if (T <= kDecodeRows) {
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
     cuda::skinny_gemm_swiglu(xn, T, H, H, L.gate.data, L.up.data, I, act, I, stream_,
                              s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
@@ -249,7 +263,7 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* a
   {
     const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
     if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
-    if (L.up.data == L.gate.data + I * H) {
+    if (follows(L.gate, L.up)) {
       cublas_->gemm(xn, T, H, H, L.gate.data, 2 * I, gu, 2 * I, stream_);  // gate and up follow each other: one product
     } else {
       cublas_->gemm(xn, T, H, H, L.gate.data, I, gu, 2 * I, stream_);
@@ -363,9 +377,9 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
     max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>(cache.block_table(sp.slot).size()));
     max_len_ = std::max(max_len_, sp.start_position + sp.rows);
   }
-  // Decode steps of up to 8 rows replay a captured graph. Everything a graph bakes in must then
+  // Decode steps of up to kDecodeRows rows replay a captured graph. Everything a graph bakes in must then
   // repeat from step to step: the length bound and table stride go up in powers of two.
-  const bool graphable = use_graphs_ && lay.phase == Phase::Decode && !step.all_logits && T <= 8;
+  const bool graphable = use_graphs_ && lay.phase == Phase::Decode && !step.all_logits && T <= kDecodeRows;
   if (graphable) {
     max_len_ = std::max<int64_t>(64, next_pow2(max_len_));
     max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>((max_len_ + block_size_ - 1) / block_size_));
