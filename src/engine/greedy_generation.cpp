@@ -6,21 +6,17 @@
 
 namespace qwenrt {
 
-int32_t argmax(const float* logits, int64_t n) {
-  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
-}
-
 std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk,
                                  ThreadPool& pool) {
   if (tokens.empty()) fail("no prompt tokens");
   if (prefill_chunk < 1) fail("prefill chunk must be at least 1, got ", prefill_chunk);
   ModelCache cache = model.new_cache(1);
   const int slot = cache.acquire();
-  std::vector<float> all;
+  std::vector<float> all, logits;
   for (std::size_t b = 0; b < tokens.size(); b += static_cast<std::size_t>(prefill_chunk)) {
     const std::size_t e = std::min(tokens.size(), b + static_cast<std::size_t>(prefill_chunk));
     Step step{Phase::Window, {{slot, std::vector<int32_t>(tokens.begin() + static_cast<long>(b), tokens.begin() + static_cast<long>(e))}}, true};
-    auto logits = model.forward(step, cache, pool);
+    model.forward(step, cache, pool, logits);
     all.insert(all.end(), logits.begin(), logits.end());
   }
   return all;
@@ -32,7 +28,6 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   if (opt.max_tokens < 0) fail("max tokens must not be negative");
   for (const auto& p : prompts)
     if (p.empty()) fail("every prompt needs at least one token");
-  const int64_t V = model.config().vocab_size;
   const std::size_t n = prompts.size();
   ModelCache cache = model.new_cache(static_cast<int>(std::max<std::size_t>(n, 1)));
   std::vector<int> slots(n);
@@ -40,6 +35,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   std::vector<std::vector<int32_t>> out(n);
   std::vector<int32_t> next(n);
   std::vector<bool> done(n, opt.max_tokens == 0);
+  std::vector<int32_t> picked;  // each stepped sequence's argmax token
 
   // Prefill: every prompt advances by one window per step; a prompt's last window yields its
   // first generated token.
@@ -55,9 +51,9 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
       who.push_back(i);
     }
     if (who.empty()) break;
-    auto logits = model.forward(step, cache, pool);
+    model.forward_argmax(step, cache, pool, picked);
     for (std::size_t j = 0; j < who.size(); ++j)
-      if (fed[who[j]] == prompts[who[j]].size()) next[who[j]] = argmax(&logits[j * V], V);
+      if (fed[who[j]] == prompts[who[j]].size()) next[who[j]] = picked[j];
   }
 
   auto accept = [&](std::size_t i) {
@@ -76,9 +72,9 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
         who.push_back(i);
       }
     if (who.empty()) break;
-    auto logits = model.forward(step, cache, pool);
+    model.forward_argmax(step, cache, pool, picked);
     for (std::size_t j = 0; j < who.size(); ++j) {
-      next[who[j]] = argmax(&logits[j * V], V);
+      next[who[j]] = picked[j];
       accept(who[j]);
     }
   }

@@ -23,6 +23,4 @@ std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int
 std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                                   const GenerationOptions& options, ThreadPool& pool);
 
-int32_t argmax(const float* logits, int64_t n);
-
 }  // namespace qwenrt

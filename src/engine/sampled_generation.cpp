@@ -27,8 +27,8 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
   std::vector<float> logits;
   for (std::size_t b = cached; b < prompt.size(); b += static_cast<std::size_t>(opt.prefill_chunk)) {
     const std::size_t e = std::min(prompt.size(), b + static_cast<std::size_t>(opt.prefill_chunk));
-    logits = model.forward({Phase::Window, {{slot, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false},
-                           cache, pool);
+    model.forward({Phase::Window, {{slot, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false}, cache,
+                  pool, logits);
   }
   st.prefill_s = now_s() - t0;
 
@@ -48,7 +48,7 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
       break;
     }
     if (st.generated_tokens >= opt.max_tokens) break;
-    logits = model.forward({Phase::Decode, {{slot, {tok.id}}}, false}, cache, pool);
+    model.forward({Phase::Decode, {{slot, {tok.id}}}, false}, cache, pool, logits);
   }
   st.decode_s = now_s() - t1;
   return st;

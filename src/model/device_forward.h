@@ -17,8 +17,11 @@ namespace qwenrt {
 class DeviceForward {
  public:
   virtual ~DeviceForward() = default;
-  // Logits as Qwen35Model::forward returns them. The cache's slots have been extended already.
-  virtual std::vector<float> forward(const Step& step, const RowLayout& layout, ModelCache& cache) = 0;
+  // Logits as Qwen35Model::forward returns them, into `logits` (its storage reused across calls).
+  // The cache's slots have been extended already.
+  virtual void forward(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<float>& logits) = 0;
+  // The same step, keeping only each wanted row's argmax (Qwen35Model::forward_argmax).
+  virtual void forward_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<int32_t>& tokens) = 0;
   virtual std::string describe() const = 0;  // device name, memory used
 };
 

@@ -1,5 +1,6 @@
 #include "model/qwen35_model.h"
 
+#include <limits>
 #include <set>
 
 #include "backend/cpu/matmul.h"
@@ -60,10 +61,44 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
   return lay;
 }
 
+int32_t argmax_row(const float* logits, int64_t n) {
+  // The first of equal maxima, NaN counting as −∞ (as cuda::argmax_rows).
+  auto key = [](float x) { return x != x ? -std::numeric_limits<float>::infinity() : x; };
+  int64_t best = 0;
+  float best_key = key(logits[0]);
+  for (int64_t i = 1; i < n; ++i)
+    if (key(logits[i]) > best_key) {
+      best = i;
+      best_key = key(logits[i]);
+    }
+  return static_cast<int32_t>(best);
+}
+
 std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool) const {
+  std::vector<float> logits;
+  forward(step, cache, pool, logits);
+  return logits;
+}
+
+void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {
   const RowLayout lay = layout(step, cache);
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
-  if (device_forward_) return device_forward_->forward(step, lay, cache);
+  if (device_forward_) return device_forward_->forward(step, lay, cache, logits);
+  cpu_forward(step, lay, cache, pool, logits);
+}
+
+void Qwen35Model::forward_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<int32_t>& tokens) const {
+  const RowLayout lay = layout(step, cache);
+  for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
+  if (device_forward_) return device_forward_->forward_argmax(step, lay, cache, tokens);
+  std::vector<float> logits;
+  cpu_forward(step, lay, cache, pool, logits);
+  const int64_t V = config_.vocab_size;
+  tokens.resize(logits.size() / static_cast<std::size_t>(V));
+  for (std::size_t r = 0; r < tokens.size(); ++r) tokens[r] = argmax_row(&logits[r * static_cast<std::size_t>(V)], V);
+}
+
+void Qwen35Model::cpu_forward(const Step& step, const RowLayout& lay, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {
   const int64_t T = lay.total_rows, H = config_.hidden_size, V = config_.vocab_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   BlockContext ctx{config_, lay, cache, pool};
@@ -106,9 +141,8 @@ std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, Thr
   std::vector<float> final_rows(rows.size() * static_cast<std::size_t>(H));
   for (std::size_t i = 0; i < rows.size(); ++i)
     cpu::rms_norm(&h[rows[i] * H], weights_.final_norm.data(), &final_rows[i * H], H, eps);
-  std::vector<float> logits(rows.size() * static_cast<std::size_t>(V));
+  logits.resize(rows.size() * static_cast<std::size_t>(V));
   cpu::matmul(final_rows.data(), static_cast<int64_t>(rows.size()), weights_.lm_head, logits.data(), pool);
-  return logits;
 }
 
 }  // namespace qwenrt

@@ -17,6 +17,10 @@ namespace qwenrt {
 class CheckpointDir;
 class DeviceForward;
 
+// The column of the largest of n logits: the first of equal ones, NaN counting as −∞ (what greedy
+// decoding picks, here and on the GPU).
+int32_t argmax_row(const float* logits, int64_t n);
+
 class Qwen35Model {
  public:
   Qwen35Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const CheckpointDir> checkpoint = nullptr);
@@ -38,9 +42,15 @@ class Qwen35Model {
   // Runs one step; returns logits [rows, V] for every row (step.all_logits) or for the last row of
   // each sequence, in step order. Appends the rows to each sequence's cache.
   std::vector<float> forward(const Step& step, ModelCache& cache, ThreadPool& pool) const;
+  // The same into `logits`, whose storage is reused from call to call.
+  void forward(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const;
+  // The same step keeping only the argmax of each of those rows (greedy decoding): on a GPU the
+  // tokens are picked there and only they come back, not [rows, V] logits.
+  void forward_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<int32_t>& tokens) const;
 
  private:
   RowLayout layout(const Step& step, const ModelCache& cache) const;
+  void cpu_forward(const Step& step, const RowLayout& layout, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const;
 
   ModelConfig config_;
   ModelWeights weights_;

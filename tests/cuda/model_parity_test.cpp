@@ -120,6 +120,28 @@ TEST_P(CudaParity, GraphReplayMatchesEagerBitwise) {
   EXPECT_EQ(0, std::memcmp(replayed.data(), eager_logits.data(), replayed.size() * sizeof(float))) << GetParam();
 }
 
+// Greedy steps that pick their tokens on the GPU (forward_argmax) pick the argmax of the logits
+// the same steps return (forward), through eager steps, graph capture and replay and a changing batch.
+TEST_P(CudaParity, ArgmaxStepsPickTheLogitsArgmax) {
+  const int64_t V = model_->config().vocab_size;
+  ModelCache with_logits = model_->new_cache(2), with_argmax = model_->new_cache(2);
+  std::vector<float> logits;
+  std::vector<int32_t> picked;
+  for (ModelCache* cache : {&with_logits, &with_argmax}) {
+    const int a = cache->acquire(), b = cache->acquire();
+    model_->forward({Phase::Window, {{a, ref_.prompt}, {b, {ref_.prompt.begin(), ref_.prompt.begin() + 9}}}, false}, *cache, pool_);
+  }
+  for (std::size_t i = 0; i < 8; ++i) {
+    Step step{Phase::Decode, {{0, {ref_.greedy[i]}}}, false};
+    if (i % 2 == 0) step.sequences.push_back({1, {ref_.greedy[i]}});
+    model_->forward(step, with_logits, pool_, logits);
+    model_->forward_argmax(step, with_argmax, pool_, picked);
+    ASSERT_EQ(picked.size(), step.sequences.size());
+    for (std::size_t r = 0; r < picked.size(); ++r)
+      EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, ::testing::ValuesIn(test::fixture_names()),
                          [](const auto& info) { return info.param; });
 

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/half.h"
 #include "cuda/gpu_test_support.h"
+#include "model/qwen35_model.h"
 
 namespace qwenrt {
 namespace {
@@ -84,6 +88,44 @@ TEST(RowOps, RmsNormMatchesDouble) {
             << "width " << width << " row " << r << " column " << i;
       }
     }
+  }
+}
+
+// The GPU's greedy pick equals the host's (model/qwen35_model.h argmax_row) on rows with repeated
+// maxima (the first wins), NaNs (never picked over a number), all −∞ and all NaN (column 0), and
+// widths below, at and above the block's 1024 threads and a real vocabulary.
+TEST(RowOps, ArgmaxRowsPicksTheFirstMaximumLikeTheHost) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t width : {int64_t{1}, int64_t{31}, int64_t{1024}, int64_t{1025}, int64_t{248320}}) {
+    const int64_t rows = 9, ldx = width + 3;
+    auto x = test::random_f32(static_cast<std::size_t>(rows * ldx), rng, 4.0f);
+    auto row = [&](int64_t r) { return x.data() + r * ldx; };
+    std::uniform_int_distribution<int64_t> col(0, width - 1);
+    // Row 1: the maximum repeated at three columns; row 2: NaNs around a maximum; row 3: all −∞;
+    // row 4: all NaN; row 5: quantised values, so ties are everywhere; row 6: the maximum last.
+    const int64_t c1 = col(rng), c2 = col(rng), c3 = col(rng);
+    row(1)[c1] = row(1)[c2] = row(1)[c3] = 100.0f;
+    for (int i = 0; i < 5; ++i) row(2)[col(rng)] = nan;
+    row(2)[0] = nan;
+    for (int64_t c = 0; c < width; ++c) {
+      row(3)[c] = -inf;
+      row(4)[c] = nan;
+      row(5)[c] = std::round(row(5)[c]);
+    }
+    row(6)[width - 1] = 1e30f;
+    auto dx = test::to_device(x);
+    cuda::DeviceBuffer out(static_cast<std::size_t>(rows) * sizeof(int32_t));
+    test::poison(out);
+    cuda::argmax_rows(dx.as<float>(), ldx, rows, width, out.as<int32_t>(), nullptr);
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = test::to_host<int32_t>(out, static_cast<std::size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], argmax_row(row(r), width)) << "width " << width << " row " << r;
+    EXPECT_EQ(got[1], std::min({c1, c2, c3})) << "width " << width;
+    EXPECT_EQ(got[3], 0);
+    EXPECT_EQ(got[4], 0);
+    EXPECT_EQ(got[6], width - 1);
   }
 }
 

@@ -125,6 +125,27 @@ TEST_P(Parity, CommittedPhaseEqualsTokenByTokenBitwise) {
   EXPECT_EQ(logits, reference) << GetParam();
 }
 
+// forward_argmax picks the argmax of the logits forward returns for the same steps.
+TEST_P(Parity, ArgmaxStepsPickTheLogitsArgmax) {
+  const auto model = Qwen35Model::load(dir_);
+  const int64_t V = model.config().vocab_size;
+  ModelCache with_logits(model.config(), 2), with_argmax(model.config(), 2);
+  std::vector<float> logits;
+  std::vector<int32_t> picked;
+  for (ModelCache* cache : {&with_logits, &with_argmax}) {
+    const int a = cache->acquire(), b = cache->acquire();
+    model.forward({Phase::Window, {{a, ref_.prompt}, {b, {ref_.prompt.begin(), ref_.prompt.begin() + 5}}}, false}, *cache, pool_);
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    Step step{Phase::Decode, {{0, {ref_.greedy[i]}}, {1, {ref_.greedy[i + 1]}}}, false};
+    model.forward(step, with_logits, pool_, logits);
+    model.forward_argmax(step, with_argmax, pool_, picked);
+    ASSERT_EQ(picked.size(), 2u);
+    for (std::size_t r = 0; r < 2; ++r)
+      EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(test::fixture_names()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);

@@ -65,7 +65,6 @@ __device__ __forceinline__ void block_sum(float (&v)[N], float (&scratch)[N][kWa
 __device__ __forceinline__ float4 operator*(float4 a, float s) { return make_float4(a.x * s, a.y * s, a.z * s, a.w * s); }
 
 __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNetDecodeArgs p) {
-  chained_kernel_start();
   __shared__ float q_s[kDk], k_s[kDk], v_s[kDv], silu_z_s[kDv], norm_w_s[kDv];
   __shared__ float qk_scratch[2][kWarps], o_scratch[1][kWarps];
 
@@ -73,48 +72,61 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
   const int ratio = p.nv / p.nk, hk = hv / ratio;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int cg = 8 * warp + lane % 8, rg = lane / 8;  // this thread's columns 4cg.., rows 4r + rg
+  // Before the wait on the kernel ahead, everything this step's projections do not produce: the
+  // row's slot and position (uploaded before the step's first kernel), the state and the conv ring
+  // (last written by this kernel one step earlier) and the weights. The state's 32 loads per thread
+  // are then in flight while the kernel ahead finishes.
   const int64_t slot = p.slots[row], pos = p.positions[row];
 
-  // The state first, all 32 loads in flight while the conv and the norms below run. Read once and
-  // written once per step, so it is streamed (evict-first) rather than kept in L2.
-  // Row 4r + rg of this thread's float4 column is state4[r · kDv]: one base, constant offsets.
+  // Read once and written once per step, so the state is streamed (evict-first) rather than kept in
+  // L2. Row 4r + rg of this thread's float4 column is state4[r · kDv]: one base, constant offsets.
   float4* state4 = reinterpret_cast<float4*>(p.rec_state + slot * p.rec_slot_stride + static_cast<int64_t>(hv) * kDk * kDv +
                                              rg * kDv + 4 * cg);
   float4 s[kRowsPerThread];
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) s[r] = __ldcs(state4 + r * kDv);
 
-  // Gates and the output norm's per-column factors.
-  const float beta = sigmoid(p.b[row * p.ld_ba + hv]);
-  const float alpha = expf(p.neg_exp_a[hv] * softplus(p.a[row * p.ld_ba + hv] + p.dt_bias[hv]));
-  silu_z_s[t] = silu(p.z[row * p.ld_z + static_cast<int64_t>(hv) * kDv + t]);
-  norm_w_s[t] = p.norm_w[t];
-
-  // Causal conv + SiLU of channel t of q, k (key head hk) and v (value head hv). Tap j reads the
-  // row of position pos − (K−1) + j: the ring for j < K−1, the new row for j = K−1.
+  // Causal conv of channel t of q, k (key head hk) and v (value head hv): tap j reads the row of
+  // position pos − (K−1) + j, from the ring for j < K−1 (summed here), the new row for j = K−1.
+  // Position pos − (K−1) + j ≡ pos + 1 + j (mod K) sits in ring row (own + 1 + j) mod K.
   const int64_t key_dim = static_cast<int64_t>(p.nk) * kDk, conv_dim = 2 * key_dim + static_cast<int64_t>(p.nv) * kDv;
   const int64_t channel[3] = {hk * kDk + t, key_dim + hk * kDk + t, 2 * key_dim + static_cast<int64_t>(hv) * kDv + t};
-  // The ratio value heads of key head hk all read its q/k channels; the first one stores them.
-  const bool stores_qk = hv % ratio == 0;
-  // Position pos − (K−1) + j ≡ pos + 1 + j (mod K) sits in ring row (own + 1 + j) mod K.
   const int own = static_cast<int>(pos % K);
   float* ring = p.conv_state + slot * p.conv_slot_stride;
-  const float* x = p.qkv + row * p.ld_qkv;
-  float mixed[3];
+  float past[3], w_new[3];
 #pragma unroll
   for (int c = 0; c < 3; ++c) {
     const int64_t ch = channel[c];
     const float* w = p.conv_w + ch * K;
-    const float x_new = x[ch];
     float acc = 0;
 #pragma unroll
     for (int j = 0; j < K - 1; ++j) {
       const int r = (own + 1 + j) % K;
       acc += w[j] * (pos >= K - 1 - j ? ring[r * conv_dim + ch] : 0.0f);
     }
-    acc += w[K - 1] * x_new;
-    mixed[c] = silu(acc);
-    if (c == 2 || stores_qk) ring[own * conv_dim + ch] = x_new;
+    past[c] = acc;
+    w_new[c] = w[K - 1];
+  }
+  norm_w_s[t] = p.norm_w[t];
+  const float neg_exp_a = p.neg_exp_a[hv], dt_bias = p.dt_bias[hv];
+
+  chained_kernel_start();
+
+  // Gates and the output norm's per-column factors.
+  const float beta = sigmoid(p.b[row * p.ld_ba + hv]);
+  const float alpha = expf(neg_exp_a * softplus(p.a[row * p.ld_ba + hv] + dt_bias));
+  silu_z_s[t] = silu(p.z[row * p.ld_z + static_cast<int64_t>(hv) * kDv + t]);
+
+  // The conv's last tap and SiLU. The ratio value heads of key head hk all read its q/k channels;
+  // the first one stores them in the ring.
+  const bool stores_qk = hv % ratio == 0;
+  const float* x = p.qkv + row * p.ld_qkv;
+  float mixed[3];
+#pragma unroll
+  for (int c = 0; c < 3; ++c) {
+    const float x_new = x[channel[c]];
+    mixed[c] = silu(past[c] + w_new[c] * x_new);
+    if (c == 2 || stores_qk) ring[own * conv_dim + channel[c]] = x_new;
   }
 
   // q, k: x · rsqrt(Σx² + 1e-6) · scale over the head, as cpu::l2_normalize.

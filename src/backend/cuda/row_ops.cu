@@ -1,6 +1,8 @@
 #include "backend/cuda/row_ops.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/gate_math.cuh"
@@ -105,6 +107,45 @@ __global__ void to_bf16_kernel(const float* x, int64_t ldx, __nv_bfloat16* y, in
   for (int64_t i = threadIdx.x; i < width; i += kThreads) yr[i] = __float2bfloat16_rn(xr[i]);
 }
 
+// The better of two (value, column) candidates: the larger value, the first column among equals.
+__device__ __forceinline__ void keep_better(float& v, int32_t& i, float v2, int32_t i2) {
+  if (v2 > v || (v2 == v && i2 < i)) {
+    v = v2;
+    i = i2;
+  }
+}
+
+// One block per row: each thread scans a strided share (its first maximum), then the block
+// reduces the candidates, ties to the lower column.
+__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int32_t* out) {
+  chained_kernel_start();
+  __shared__ float best_v[kRowThreads / 32];
+  __shared__ int32_t best_i[kRowThreads / 32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * ldx;
+  float v = -INFINITY;
+  int32_t i = INT32_MAX;
+  for (int64_t c = threadIdx.x; c < width; c += kRowThreads) {
+    const float xc = xr[c];
+    if (xc > v || i == INT32_MAX) {  // NaN is never larger; a thread's first column seeds it
+      v = xc != xc ? -INFINITY : xc;
+      i = static_cast<int32_t>(c);
+    }
+  }
+  for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    best_v[warp] = v;
+    best_i[warp] = i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    v = best_v[lane];
+    i = best_i[lane];
+    for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+    if (lane == 0) out[blockIdx.x] = i;
+  }
+}
+
 void check_rows(int64_t rows, const char* op) {
   if (rows < 0 || rows > (1ll << 31) - 1) fail(op, ": ", rows, " rows is out of range");
 }
@@ -115,6 +156,14 @@ void embed_rows(const int32_t* tokens, int64_t rows, const __nv_bfloat16* table,
   check_rows(rows, "embed_rows");
   if (rows == 0) return;
   launch_chained(embed_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, tokens, table, width, out);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream) {
+  check_rows(rows, "argmax_rows");
+  if (width < 1 || width > (1ll << 31) - 1 || ldx < width) fail("argmax_rows: width ", width, " must be 1 to 2^31-1 and at most ldx ", ldx);
+  if (rows == 0) return;
+  launch_chained(argmax_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, width, out);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -27,6 +27,10 @@ void swiglu_rows(const __nv_bfloat16* gu, int64_t ld_gu, __nv_bfloat16* out, int
 // y += x, elementwise over n floats.
 void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream);
 
+// out[r] = the column of row r's largest value, the first of equal ones (as std::max_element);
+// NaN counts as −∞. Greedy decoding picks its tokens here instead of moving the logits to the host.
+void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream);
+
 // f32 → bf16 rows (round to nearest even), for matrix-product inputs computed in f32.
 void to_bf16_rows(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width,
                   cudaStream_t stream);

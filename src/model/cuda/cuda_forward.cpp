@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "backend/cuda/attention_decode.h"
@@ -10,6 +11,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/deltanet_decode.h"
 #include "backend/cuda/deltanet_prefill.h"
+#include "backend/cuda/pinned_buffer.h"
 #include "backend/cuda/row_ops.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "core/error.h"
@@ -50,12 +52,6 @@ int64_t next_pow2(int64_t n) {
   return p;
 }
 
-template <typename T>
-void upload(Growable& g, const std::vector<T>& host, cudaStream_t s) {
-  T* d = g.get<T>(host.size());
-  if (!host.empty()) QWENRT_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-}
-
 // Rows up to which products stream the weights (skinny_gemm) rather than go through cuBLAS; decode
 // steps of up to this many rows also replay captured graphs.
 constexpr int64_t kDecodeRows = 8;
@@ -73,8 +69,16 @@ bool follows(const CudaMatrix& a, const CudaMatrix& b) { return b.data == a.data
 
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
-  Growable tokens, pos32, pos64, row_slot, row_seq, span_first, logit_rows, block_tables;
-  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits;
+  // The step's row metadata: packed on the host in pinned memory, sent with one copy into `meta`,
+  // read through `rows`.
+  cuda::PinnedBuffer meta_host;
+  Growable meta;
+  struct Rows {
+    const int32_t *tokens, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
+    const int64_t* pos64;
+  } rows{};
+  cuda::PinnedBuffer logits_host, tokens_host;  // what a step sends back
+  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits, argmax;
   // The skinny GEMM's K-split tile counters: zeroed once here, left zero by every launch.
   DeviceBuffer gemm_counters;
 
@@ -312,8 +316,8 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   a.out = o;
   if (lay.phase == Phase::Decode) {
     const cuda::StreamProfiler::Scope scope(profiler_, "deltanet step", stream_);
-    a.slots = s.row_slot.get<int32_t>(static_cast<std::size_t>(T));
-    a.positions = s.pos64.get<int64_t>(static_cast<std::size_t>(T));
+    a.slots = s.rows.row_slot;
+    a.positions = s.rows.pos64;
     a.B = static_cast<int>(T);
     cuda::deltanet_decode(a, stream_);
   } else {
@@ -342,9 +346,9 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
   kv.block_size = static_cast<int>(block_size_);
   kv.num_kv_heads = static_cast<int>(Nkv);
   kv.head_dim = static_cast<int>(Dh);
-  kv.block_tables = s.block_tables.get<int32_t>(1);
+  kv.block_tables = s.rows.block_tables;
   kv.max_blocks_per_seq = max_blocks_per_seq_;
-  const cuda::AttentionRows rows{s.pos32.get<int32_t>(static_cast<std::size_t>(T)), s.row_seq.get<int32_t>(static_cast<std::size_t>(T)), T};
+  const cuda::AttentionRows rows{s.rows.pos32, s.rows.row_seq, T};
   const cuda::QkNormRope norm{w.q_norm, w.k_norm, static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim), c.rope_theta};
   profiler_.begin(lay.phase == Phase::Decode ? "attention decode" : "attention prefill", stream_);
   cuda::attention_prepare(rows, qg, k, v, static_cast<int>(Nq), norm, kv, q, stream_);
@@ -353,7 +357,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
     void* ws = s.attn_ws.get<std::byte>(ws_bytes);
     cuda::attention_decode(q, qg, rows.positions, T, static_cast<int>(Nq), max_len_, kv, ws, ws_bytes, out, stream_);
   } else {
-    const cuda::PrefillWindows windows{s.span_first.get<int32_t>(lay.spans.size() + 1), rows.positions,
+    const cuda::PrefillWindows windows{s.rows.span_first, rows.positions,
                                        static_cast<int>(lay.spans.size()), T};
     cuda::attention_prefill(q, qg, windows, static_cast<int>(Nq), kv, out, stream_);
   }
@@ -361,11 +365,65 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
   matmul(out, T, Nq * Dh, Nq * Dh, {{w.o_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
 }
 
-std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache) {
+namespace {
+
+// Host arrays packed back to back (16-byte aligned each) for one copy to the device.
+class MetadataPacker {
+ public:
+  template <typename T>
+  std::size_t add(const std::vector<T>& v) {
+    const std::size_t at = bytes_;
+    parts_.push_back({v.data(), v.size() * sizeof(T), at});
+    bytes_ += (std::max<std::size_t>(v.size() * sizeof(T), 1) + 15) / 16 * 16;
+    return at;
+  }
+  std::size_t bytes() const { return bytes_; }
+  void pack(std::byte* dst) const {
+    for (const Part& p : parts_)
+      if (p.bytes) std::memcpy(dst + p.at, p.src, p.bytes);
+  }
+
+ private:
+  struct Part {
+    const void* src;
+    std::size_t bytes, at;
+  };
+  std::vector<Part> parts_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace
+
+void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache, std::vector<float>& logits) {
+  int64_t R = 0;
+  const float* dev = enqueue_step(step, lay, cache, R);
+  const std::size_t n = static_cast<std::size_t>(R * config_.vocab_size);
+  float* host = scratch_->logits_host.get<float>(n);
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  profiler_.collect();
+  logits.resize(n);
+  std::memcpy(logits.data(), host, n * sizeof(float));
+}
+
+void CudaForward::forward_argmax(const Step& step, const RowLayout& lay, ModelCache& cache, std::vector<int32_t>& tokens) {
+  int64_t R = 0;
+  const float* dev = enqueue_step(step, lay, cache, R);
+  Scratch& s = *scratch_;
+  int32_t* picked = s.argmax.get<int32_t>(static_cast<std::size_t>(R));
+  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, picked, stream_);
+  int32_t* host = s.tokens_host.get<int32_t>(static_cast<std::size_t>(R));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, picked, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  profiler_.collect();
+  tokens.assign(host, host + R);
+}
+
+const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, int64_t& R_out) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
   Scratch& s = *scratch_;
   CacheState& cs = cache_state(cache);
-  const int64_t T = lay.total_rows, V = config_.vocab_size;
+  const int64_t T = lay.total_rows;
   block_size_ = cache.block_size();
 
   // Step metadata: tokens, per-row position / slot / sequence, block tables (one row per span).
@@ -405,13 +463,6 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
   span_first.push_back(static_cast<int32_t>(T));
   if (max_len_ > (int64_t{1} << 31) - 1) fail("sequence too long for the CUDA attention kernels");
   cs.reserve_blocks(cache.block_count(), stream_);
-  upload(s.tokens, tokens, stream_);
-  upload(s.pos32, pos32, stream_);
-  upload(s.pos64, pos64, stream_);
-  upload(s.row_slot, row_slot, stream_);
-  upload(s.row_seq, row_seq, stream_);
-  upload(s.span_first, span_first, stream_);
-  upload(s.block_tables, tables, stream_);
   window_.reset();
   if (lay.phase != Phase::Decode && config_.count(LayerKind::LinearAttention) > 0) {
     std::vector<cuda::DeltaNetSpan> spans;
@@ -429,7 +480,22 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
     for (const auto& sp : lay.spans) rows.push_back(static_cast<int32_t>(sp.first_row + sp.rows - 1));
   }
   const int64_t R = static_cast<int64_t>(rows.size());
-  upload(s.logit_rows, rows, stream_);
+  R_out = R;
+
+  // All row metadata in one copy from pinned memory. The offsets follow from the row count, the
+  // span count and the table stride, which a graph's key fixes, so a graph's baked addresses stay
+  // right as long as the region does not move (its growth bumps the memory epoch).
+  MetadataPacker packer;
+  const std::size_t at_tokens = packer.add(tokens), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
+                    at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first),
+                    at_tables = packer.add(tables), at_logit_rows = packer.add(rows);
+  std::byte* host_meta = s.meta_host.get<std::byte>(packer.bytes());
+  packer.pack(host_meta);
+  std::byte* meta = s.meta.get<std::byte>(packer.bytes());
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(meta, host_meta, packer.bytes(), cudaMemcpyHostToDevice, stream_));
+  auto at = [&](std::size_t off) { return reinterpret_cast<const int32_t*>(meta + off); };
+  s.rows = {at(at_tokens), at(at_pos32), at(at_slot), at(at_seq), at(at_first), at(at_logit_rows), at(at_tables),
+            reinterpret_cast<const int64_t*>(meta + at_pos64)};
 
   float* logits = nullptr;
   if (!graphable) {
@@ -464,11 +530,7 @@ std::vector<float> CudaForward::forward(const Step& step, const RowLayout& lay, 
       g.seen_epoch = g_memory_epoch;
     }
   }
-  std::vector<float> out(static_cast<std::size_t>(R * V));
-  QWENRT_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  profiler_.collect();
-  return out;
+  return logits;
 }
 
 float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) {
@@ -477,7 +539,7 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
   const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
-  cuda::embed_rows(s.tokens.get<int32_t>(static_cast<std::size_t>(T)), T, weights_.embed.data, H, h, stream_);
+  cuda::embed_rows(s.rows.tokens, T, weights_.embed.data, H, h, stream_);
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& L = weights_.layers[i];
     if (L.kind == LayerKind::FullAttention) attention(L, kind_index_[i], lay, cs);
@@ -489,7 +551,7 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
 
   // Final norm and head on the rows whose logits are wanted.
   bf16* xf = s.xf.get<bf16>(static_cast<std::size_t>(R * H));
-  cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.logit_rows.get<int32_t>(static_cast<std::size_t>(R)));
+  cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.rows.logit_rows);
   float* logits = s.logits.get<float>(static_cast<std::size_t>(R * V));
   matmul(xf, R, H, H, {{weights_.lm_head, logits, V}});
   return logits;

@@ -32,13 +32,17 @@ class CudaForward final : public DeviceForward {
   static std::string unsupported(const ModelConfig& config);
   ~CudaForward() override;
 
-  std::vector<float> forward(const Step& step, const RowLayout& layout, ModelCache& cache) override;
+  void forward(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<float>& logits) override;
+  void forward_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<int32_t>& tokens) override;
   std::string describe() const override;
 
  private:
   struct Scratch;
   struct CacheState;
   CacheState& cache_state(ModelCache& cache);
+  // Uploads the step's metadata and enqueues its layers (eagerly or as a graph); returns the device
+  // logits of the wanted rows, `rows` of them.
+  const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, int64_t& rows);
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
   // Products of the normalised residual: x·Wᵀ for each target with x = RMSNorm(h) · norm_w.
