@@ -35,19 +35,6 @@ __device__ __forceinline__ void copy_head_row_async(uint32_t tile, int row, cons
   cp_async16(tile + swizzled(row, lane), src + 8 * lane, fill);
 }
 
-// Four 8×8 bf16 matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
-// Plain: lane (g, t) receives row g, columns 2t..2t+1 of each. Transposed: rows 2t..2t+1, column g.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr));
-}
-
 // Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

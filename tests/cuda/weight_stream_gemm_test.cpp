@@ -1,0 +1,90 @@
+#include "backend/cuda/weight_stream_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include "core/half.h"
+#include "cuda/gpu_test_support.h"
+
+namespace qwenrt {
+namespace {
+
+// y[b * ldy + r] = Σ x[b * ldx + i] · w[r * k + i] in double from the bf16 values.
+std::vector<double> reference(const std::vector<float>& x, int64_t ldx, const std::vector<float>& w, int64_t n, int64_t rows, int64_t k,
+                              int64_t ldy) {
+  std::vector<double> y(static_cast<std::size_t>(n * ldy));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < k; ++i) s += static_cast<double>(x[b * ldx + i]) * w[r * k + i];
+      y[b * ldy + r] = s;
+    }
+  return y;
+}
+
+bool hopper() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major == 9;
+}
+
+// Odd shapes: rows past a whole tile, k past a whole stage and short of one k-step's upper half,
+// more tiles than blocks (several tiles and ring laps per block), strided x and y, and
+// accumulation into what y held; every activation row count 1..8 for one shape.
+TEST(WeightStreamGemm, MatchesDoubleReference) {
+  QWENRT_REQUIRE_GPU();
+  if (!hopper()) GTEST_SKIP() << "bulk copies need compute capability 9.x";
+  std::mt19937 rng(31);
+  struct Problem {
+    int64_t n, rows, k;
+    bool accumulate;
+  };
+  std::vector<Problem> problems = {{1, 16, 8}, {1, 17, 264}, {3, 1000, 1032}, {8, 33, 4096}, {2, 5000, 520}, {1, 40000, 256}, {4, 300, 8200, true}};
+  for (int64_t n = 1; n <= 8; ++n) problems.push_back({n, 129, 776, n % 2 == 0});
+  for (const Problem& p : problems) {
+    const int64_t ldx = p.k + 8, ldy = p.rows + 3;
+    std::vector<float> xf, wf;
+    auto xb = test::random_bf16(static_cast<std::size_t>(p.n * ldx), rng, xf);
+    auto wb = test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, wf);
+    auto dx = test::to_device(xb), dw = test::to_device(wb);
+    std::vector<float> y0 = test::random_f32(static_cast<std::size_t>(p.n * ldy), rng, 1.0f);
+    auto dy = test::to_device(y0);
+    cuda::weight_stream_gemm(dx.as<__nv_bfloat16>(), p.n, p.k, ldx, dw.as<__nv_bfloat16>(), p.rows, dy.as<float>(), ldy, p.accumulate, nullptr);
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = test::to_host<float>(dy, static_cast<std::size_t>(p.n * ldy));
+    auto want = reference(xf, ldx, wf, p.n, p.rows, p.k, ldy);
+    std::vector<float> got_rows;
+    std::vector<double> want_rows;
+    for (int64_t b = 0; b < p.n; ++b)
+      for (int64_t r = 0; r < ldy; ++r) {
+        const std::size_t i = static_cast<std::size_t>(b * ldy + r);
+        if (r >= p.rows) {
+          ASSERT_EQ(got[i], y0[i]) << "row " << r << " past the weight was written";
+          continue;
+        }
+        got_rows.push_back(got[i]);
+        want_rows.push_back(want[i] + (p.accumulate ? y0[i] : 0.0));
+      }
+    EXPECT_LT(test::relative_l2(got_rows, want_rows), 1e-6) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+  }
+}
+
+// An activation row's results do not depend on how many rows run with it.
+TEST(WeightStreamGemm, RowsDoNotDependOnTheBatch) {
+  QWENRT_REQUIRE_GPU();
+  if (!hopper()) GTEST_SKIP() << "bulk copies need compute capability 9.x";
+  std::mt19937 rng(32);
+  const int64_t rows = 3000, k = 4104;
+  std::vector<float> xf, wf;
+  auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(8 * k), rng, xf));
+  auto dw = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, wf));
+  cuda::DeviceBuffer alone(static_cast<std::size_t>(rows) * 4), batched(static_cast<std::size_t>(8 * rows) * 4);
+  cuda::weight_stream_gemm(dx.as<__nv_bfloat16>() + 5 * k, 1, k, k, dw.as<__nv_bfloat16>(), rows, alone.as<float>(), rows, false, nullptr);
+  cuda::weight_stream_gemm(dx.as<__nv_bfloat16>(), 8, k, k, dw.as<__nv_bfloat16>(), rows, batched.as<float>(), rows, false, nullptr);
+  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto a = test::to_host<float>(alone, static_cast<std::size_t>(rows));
+  const auto b = test::to_host<float>(batched, static_cast<std::size_t>(8 * rows));
+  for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(a[r], b[5 * rows + r]) << "row " << r;
+}
+
+}  // namespace
+}  // namespace qwenrt
