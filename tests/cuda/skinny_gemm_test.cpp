@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "backend/cuda/row_ops.h"
+#include "backend/cuda/weight_stream_gemm.h"
 #include "core/half.h"
 #include "cuda/gpu_test_support.h"
 
@@ -124,6 +128,56 @@ TEST(SkinnyGemm, BatchInvariant) {
     auto y = test::to_host<float>(dy, static_cast<std::size_t>(rows));  // row 0's outputs
     if (alone.empty()) alone = y;
     EXPECT_EQ(0, std::memcmp(alone.data(), y.data(), alone.size() * sizeof(float))) << "batch " << n;
+  }
+}
+
+// Single weights large enough to load every block evenly go through the ring of bulk copies on
+// Hopper (weight_stream_gemm, switched on here as QWENRT_CUDA_RING=1 does): against double,
+// accumulating into a strided y, and batch-invariant over the 1..8 rows the engine streams.
+TEST(SkinnyGemm, EvenlyLoadedSingleWeightsMatchDoubleAndAreBatchInvariant) {
+  QWENRT_REQUIRE_GPU();
+  struct RingOn {
+    RingOn() { setenv("QWENRT_CUDA_RING", "1", 1); }
+    ~RingOn() { unsetenv("QWENRT_CUDA_RING"); }
+  } ring_on;
+  std::mt19937 rng(12);
+  int device = 0, sms = 0;
+  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
+  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // One tile per block (less a few), and three tiles per block with a short last tile.
+  for (int64_t rows : {int64_t{16} * 2 * sms - 40, int64_t{16} * 2 * sms * 3 - 5}) {
+    const int64_t k = 2056, ldy = rows + 5;
+    std::printf("[ skinny   ] %lld rows: %s\n", static_cast<long long>(rows), cuda::weight_stream_suits(rows) ? "ring of bulk copies" : "skinny kernel");
+    std::vector<float> xf, wf;
+    auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(8 * k), rng, xf));
+    auto dw = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, wf));
+    const std::vector<float> y0 = test::random_f32(static_cast<std::size_t>(8 * ldy), rng, 1.0f);
+    std::vector<float> alone;
+    for (int64_t n = 1; n <= 8; ++n) {
+      auto dy = test::to_device(y0);
+      const cuda::GemmSegment seg{dw.as<__nv_bfloat16>(), rows, dy.as<float>(), ldy, true};
+      gemm(dx, n, k, k, {&seg, 1});
+      const auto y = test::to_host<float>(dy, static_cast<std::size_t>(n * ldy));
+      if (n == 8) {
+        const auto want = reference(xf, wf, n, rows, k);
+        std::vector<float> got;
+        std::vector<double> expect;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t r = 0; r < ldy; ++r) {
+            const std::size_t i = static_cast<std::size_t>(b * ldy + r);
+            if (r >= rows) {
+              ASSERT_EQ(y[i], y0[i]) << "column " << r << " past the weight was written";
+              continue;
+            }
+            got.push_back(y[i]);
+            expect.push_back(want[static_cast<std::size_t>(b * rows + r)] + y0[i]);
+          }
+        EXPECT_LT(relative_l2(got, expect), 1e-6) << rows << " rows";
+      }
+      const std::vector<float> row0(y.begin(), y.begin() + rows);
+      if (alone.empty()) alone = row0;
+      EXPECT_EQ(0, std::memcmp(alone.data(), row0.data(), alone.size() * sizeof(float))) << rows << " rows, batch " << n;
+    }
   }
 }
 

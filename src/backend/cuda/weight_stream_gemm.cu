@@ -1,6 +1,9 @@
 #include "backend/cuda/weight_stream_gemm.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
@@ -19,6 +22,7 @@ constexpr int kRowStride = kStageK * 2 + 16;         // padded: ldmatrix rows fa
 constexpr int kStageBytes = kTileRows * kRowStride;
 constexpr int kStages = 3;                           // ~99 KB: two rings (this launch and the next) fit one SM
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8;
+constexpr int kDispatchBlocksPerSm = 2;  // what skinny_gemm launches it with (measured faster than 1)
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -150,6 +154,44 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
 
 }  // namespace
 
+namespace {
+
+// Compute capability major and multiprocessors of the current device, looked up once per thread
+// and device.
+struct StreamDevice {
+  int major = 0, multiprocessors = 0;
+};
+StreamDevice current_device() {
+  thread_local int cached = -1;
+  thread_local StreamDevice info;
+  int device = 0;
+  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached) {
+    QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
+    QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    cached = device;
+  }
+  return info;
+}
+
+int64_t tiles_of(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+
+}  // namespace
+
+bool weight_stream_suits(int64_t rows) {
+  // Off unless QWENRT_CUDA_RING=1 until it has been measured inside decode steps (its isolated
+  // numbers are in bench/results/2026-12-03-0600-h200.md). Read on every call: calls happen when a
+  // step is enqueued or captured, not when a graph replays.
+  const char* v = std::getenv("QWENRT_CUDA_RING");
+  if (!(v && std::string(v) == "1")) return false;
+  const StreamDevice d = current_device();
+  if (d.major != 9) return false;
+  const double blocks = static_cast<double>(kDispatchBlocksPerSm) * d.multiprocessors;
+  const double per_block = static_cast<double>(tiles_of(rows)) / blocks;
+  if (per_block <= 1.0) return per_block >= 0.9;                // one tile each, hardly a block idle
+  return std::ceil(per_block) / per_block <= 1.1;                 // the busiest block at most 10% over the mean
+}
+
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
                         int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm) {
   if (n < 1 || n > 8) fail("weight_stream_gemm: ", n, " activation rows; it takes 1 to 8");
@@ -157,15 +199,11 @@ void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ld
   if (rows < 1 || ldy < rows || !y) fail("weight_stream_gemm: ", rows, " rows with ldy ", ldy);
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0)
     fail("weight_stream_gemm: x and w must be 16-byte aligned");
-  int device = 0, major = 0, sms = 0;
-  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
-  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", major, ".x");
+  const StreamDevice d = current_device();
+  if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
   static const cudaError_t raised = cudaFuncSetAttribute(weight_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   QWENRT_CUDA_CHECK(raised);
-  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  const int blocks = static_cast<int>(std::min<int64_t>(tiles, static_cast<int64_t>(sms) * std::max(1, blocks_per_sm)));
+  const int blocks = static_cast<int>(std::min<int64_t>(tiles_of(rows), static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm)));
   launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, w, rows, y, ldy,
                  accumulate);
   QWENRT_CUDA_CHECK_LAUNCH();

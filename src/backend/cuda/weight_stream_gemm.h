@@ -1,5 +1,5 @@
 #pragma once
-// Experimental decode product y (+)= x · Wᵀ for 1..8 activation rows that streams the weight
+// Decode product y (+)= x · Wᵀ for 1..8 activation rows that streams the weight
 // through a ring of shared-memory stages filled by bulk copies (TMA, sm_90): the bytes in flight
 // per multiprocessor are set by the ring, not by registers, and the copies run ahead across row
 // tiles, so a block never stops streaming between tiles. Results are batch-invariant (the order of
@@ -16,6 +16,12 @@ namespace qwenrt::cuda {
 // aligned. `blocks_per_sm`: 1 leaves room for the next launch's ring (chained launches), 2 fills
 // the multiprocessor.
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm = 1);
+                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm = 2);
+
+// Whether the current GPU runs a weight of `rows` rows here with the blocks evenly loaded (Hopper;
+// the row tiles fill two blocks per multiprocessor to within 10%): skinny_gemm then hands plain
+// single-weight products to it. For now only with QWENRT_CUDA_RING=1 (not yet measured inside
+// decode steps).
+bool weight_stream_suits(int64_t rows);
 
 }  // namespace qwenrt::cuda
