@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "backend/cuda/row_ops.h"
 #include "backend/cuda/weight_stream_gemm.h"
@@ -37,6 +38,21 @@ void gemm(const cuda::DeviceBuffer& x, int64_t n, int64_t k, int64_t ldx, std::s
 struct Problem {
   int64_t n, rows, k;
 };
+
+// QWENRT_CUDA_RING=1 for a scope: launches that suit it go through the ring of bulk copies.
+struct RingOn {
+  RingOn() { setenv("QWENRT_CUDA_RING", "1", 1); }
+  ~RingOn() { unsetenv("QWENRT_CUDA_RING"); }
+  RingOn(const RingOn&) = delete;
+  RingOn& operator=(const RingOn&) = delete;
+};
+
+int multiprocessors() {
+  int device = 0, sms = 0;
+  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
+  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
 
 // y = x·Wᵀ in double from the bf16 values.
 std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w, int64_t n, int64_t rows, int64_t k) {
@@ -136,14 +152,9 @@ TEST(SkinnyGemm, BatchInvariant) {
 // accumulating into a strided y, and batch-invariant over the 1..8 rows the engine streams.
 TEST(SkinnyGemm, EvenlyLoadedSingleWeightsMatchDoubleAndAreBatchInvariant) {
   QWENRT_REQUIRE_GPU();
-  struct RingOn {
-    RingOn() { setenv("QWENRT_CUDA_RING", "1", 1); }
-    ~RingOn() { unsetenv("QWENRT_CUDA_RING"); }
-  } ring_on;
+  const RingOn ring_on;
   std::mt19937 rng(12);
-  int device = 0, sms = 0;
-  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
-  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t sms = multiprocessors();
   // One tile per block (less a few), and three tiles per block with a short last tile.
   for (int64_t rows : {int64_t{16} * 2 * sms - 40, int64_t{16} * 2 * sms * 3 - 5}) {
     const int64_t k = 2056, ldy = rows + 5;
@@ -178,6 +189,100 @@ TEST(SkinnyGemm, EvenlyLoadedSingleWeightsMatchDoubleAndAreBatchInvariant) {
       if (alone.empty()) alone = row0;
       EXPECT_EQ(0, std::memcmp(alone.data(), row0.data(), alone.size() * sizeof(float))) << rows << " rows, batch " << n;
     }
+  }
+}
+
+// Every kind of launch the engine makes, sized to suit the ring on Hopper, through the ring and
+// through the skinny kernel: several weights with strides and accumulation, gate + up + SwiGLU,
+// and normalised rows (plain and SwiGLU). f32 outputs differ only by summation order; bf16
+// activations may round the other way where a sum lands near a rounding boundary.
+TEST(SkinnyGemm, RingMatchesTheSkinnyKernelForEveryProductKind) {
+  QWENRT_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  const int64_t sms = multiprocessors(), k = 3080;
+  const int64_t tiles = 4 * sms - 1;  // two tiles per block, one short
+  std::vector<float> xf, hf, nwf;
+  auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(8 * k), rng, xf));
+  auto dh = test::to_device(test::random_f32(static_cast<std::size_t>(8 * k), rng, 2.0f));
+  auto dnw = test::to_device(test::random_f32(static_cast<std::size_t>(k), rng, 1.0f));
+  Workspace ws(std::size_t{64} << 20);
+  auto both = [&](auto&& launch) {  // (ring result, skinny result) of one launch kind
+    std::pair<std::vector<float>, std::vector<float>> out;
+    {
+      const RingOn ring_on;
+      std::printf("[ skinny   ] ring %s\n", cuda::weight_stream_suits(tiles) ? "on" : "not available here");
+      out.first = launch();
+    }
+    out.second = launch();
+    return out;
+  };
+
+  // Three weights in one launch, y strided, the last accumulating.
+  const int64_t rows[3] = {16 * 2 * sms, 16 * sms - 5, 16 * (sms - 1) - 3};
+  std::vector<cuda::DeviceBuffer> dw;
+  for (int64_t r : rows) {
+    std::vector<float> unused;
+    dw.push_back(test::to_device(test::random_bf16(static_cast<std::size_t>(r * k), rng, unused)));
+  }
+  const int64_t ldy = rows[0] + rows[1] + rows[2] + 7;
+  const std::vector<float> y0 = test::random_f32(static_cast<std::size_t>(8 * ldy), rng, 1.0f);
+  for (int64_t n : {int64_t{1}, int64_t{8}}) {
+    const auto [ring, skinny] = both([&] {
+      auto dy = test::to_device(y0);
+      const cuda::GemmSegment segs[3] = {{dw[0].as<__nv_bfloat16>(), rows[0], dy.as<float>(), ldy, false},
+                                         {dw[1].as<__nv_bfloat16>(), rows[1], dy.as<float>() + rows[0], ldy, false},
+                                         {dw[2].as<__nv_bfloat16>(), rows[2], dy.as<float>() + rows[0] + rows[1], ldy, true}};
+      cuda::skinny_gemm(dx.as<__nv_bfloat16>(), n, k, k, segs, nullptr, ws.view());
+      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+      return test::to_host<float>(dy, static_cast<std::size_t>(n * ldy));
+    });
+    EXPECT_LT(relative_l2(ring, std::vector<double>(skinny.begin(), skinny.end())), 1e-6) << "segments, " << n << " rows";
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t c = rows[0] + rows[1] + rows[2]; c < ldy; ++c) ASSERT_EQ(ring[b * ldy + c], y0[b * ldy + c]) << "padding written";
+  }
+
+  // bf16 results as f32, for comparing.
+  auto widen = [](const std::vector<uint16_t>& v) {
+    std::vector<float> f(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_f32(v[i]);
+    return f;
+  };
+  // Gate + up + SwiGLU, from x and from normalised rows.
+  const int64_t I = 8 * tiles - 3;
+  std::vector<float> gf, uf;
+  auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(I * k), rng, gf));
+  auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(I * k), rng, uf));
+  for (int normed = 0; normed < 2; ++normed)
+    for (int64_t n : {int64_t{1}, int64_t{2}}) {
+      const auto [ring, skinny] = both([&] {
+        cuda::DeviceBuffer act(static_cast<std::size_t>(n * I) * 2);
+        if (normed)
+          cuda::skinny_gemm_swiglu({dh.as<float>(), k, dnw.as<float>(), 1e-6f}, n, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), I,
+                                   act.as<__nv_bfloat16>(), I, nullptr, ws.view());
+        else
+          cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), I, act.as<__nv_bfloat16>(),
+                                   I, nullptr, ws.view());
+        QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+        return widen(test::to_host<uint16_t>(act, static_cast<std::size_t>(n * I)));
+      });
+      EXPECT_LT(relative_l2(ring, std::vector<double>(skinny.begin(), skinny.end())), 4e-3) << "SwiGLU, normed " << normed << ", " << n << " rows";
+    }
+
+  // Normalised rows into one weight.
+  const int64_t R = 16 * 2 * sms - 7;
+  std::vector<float> unused;
+  auto dr = test::to_device(test::random_bf16(static_cast<std::size_t>(R * k), rng, unused));
+  for (int64_t n : {int64_t{1}, int64_t{2}}) {
+    const auto [ring, skinny] = both([&] {
+      cuda::DeviceBuffer dy(static_cast<std::size_t>(n * R) * sizeof(float));
+      const cuda::GemmSegment seg{dr.as<__nv_bfloat16>(), R, dy.as<float>(), R, false};
+      cuda::skinny_gemm({dh.as<float>(), k, dnw.as<float>(), 1e-6f}, n, k, {&seg, 1}, nullptr, ws.view());
+      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+      return test::to_host<float>(dy, static_cast<std::size_t>(n * R));
+    });
+    // The same normalised bf16 activations (the scale summed in the same order), so only the
+    // products' summation order differs.
+    EXPECT_LT(relative_l2(ring, std::vector<double>(skinny.begin(), skinny.end())), 1e-6) << "normed rows, " << n << " rows";
   }
 }
 

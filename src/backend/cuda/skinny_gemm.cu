@@ -275,6 +275,21 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
       fail(who, ": needs ", need, " bytes of workspace and the tile counters for ", segs.splits, " K ranges, got ", ws.partial_bytes,
            ws.counters ? "" : " and no counters");
   }
+  // On Hopper, tiles that load every block evenly stream faster through the ring of bulk copies
+  // (89-90% of copy bandwidth against 69-72% for the 9B shapes at one row).
+  if (n <= 8 && weight_stream_suits(tiles)) {
+    WeightStreamJob job;
+    std::copy(segs.seg, segs.seg + segs.count, job.seg);
+    std::copy(segs.first_tile, segs.first_tile + segs.count + 1, job.first_tile);
+    job.count = segs.count;
+    job.tiles = static_cast<int>(tiles);
+    job.up = segs.up;
+    job.act = segs.act;
+    job.ld_act = segs.ld_act;
+    job.norm = segs.norm;
+    weight_stream_run(x, n, k, ldx, job, stream);
+    return;
+  }
   const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(tiles), rows = static_cast<int>(n);
   if (segs.norm.h) {
     launch<1, true>(x, rows, k, ldx, segs, b, stream);
@@ -362,13 +377,6 @@ void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std:
   check_common(x, n, k, ldx, "skinny_gemm");
   int64_t tiles = 0;
   Segments segs = segments_of(segments, tiles);
-  // One weight on Hopper whose tiles load every block evenly: the ring of bulk copies streams it
-  // faster (89-90% of copy bandwidth against 69-72% for the 9B shapes at one row).
-  if (segments.size() == 1 && n <= 8 && weight_stream_suits(segments[0].rows)) {
-    const GemmSegment& s = segments[0];
-    weight_stream_gemm(x, n, k, ldx, s.w, s.rows, s.y, s.ldy, s.accumulate, stream);
-    return;
-  }
   run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm");
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/gate_math.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace qwenrt::cuda {
@@ -46,24 +47,34 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 }
 // Block b takes row tiles b, b + G, b + 2G, ...; each tile is ceil(k / kStageK) stages, step i of
 // the block fills ring slot i mod kStages. The copy warp waits for a slot to be released by all
-// eight consumer warps, then copies the tile's 16 row pieces into it (one bulk copy per row);
-// consumer warp w multiplies k-steps kStepsPerWarp·w onwards of every stage (A from the ring with
-// ldmatrix, B = x from global/L1) and, per tile, the warps' sums are added in warp order.
+// eight consumer warps, then copies the tile's 16 row pieces into it (one bulk copy per row: 16
+// rows of one weight, or 8 gate and 8 up rows for SwiGLU pairs); consumer warp w multiplies
+// k-steps kStepsPerWarp·w onwards of every stage (A from the ring with ldmatrix, B = x from
+// global/L1, or RMSNorm(h)·w computed on the way with the rounding of the skinny kernel's
+// normalise_rows) and, per tile, the warps' sums are added in warp order.
 // (Stages of 256 k, 16 copies of 512 bytes each, streamed at 30-50% of the copy bandwidth: the
 // copies' count, not their bytes, was the limit.)
 __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx,
-                                                                 const __nv_bfloat16* __restrict__ w, int64_t rows, float* y, int64_t ldy,
-                                                                 bool accumulate) {
+                                                                 const WeightStreamJob job) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float red[kConsumerWarps][4][32];
+  __shared__ float square_sums[kConsumerWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t full = ring + kStages * kStageBytes, empty = full + kStages * 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  const bool pairs = job.up != nullptr, normed = job.norm.h != nullptr;
+  const int64_t tiles = job.tiles;
   const int stages_per_tile = static_cast<int>((k + kStageK - 1) / kStageK);
   const int64_t my_tiles = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const int64_t steps = my_tiles * stages_per_tile;
+  // Tile t: its weight and first row (8 rows of gate and of up for pairs, else 16).
+  auto segment_of = [&](int64_t tile) {
+    int s = 0;
+    while (s + 1 < job.count && tile >= job.first_tile[s + 1]) ++s;
+    return s;
+  };
+  auto first_row = [&](int64_t tile, int s) { return (tile - job.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows); };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -75,28 +86,66 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   __syncthreads();
 
   if (warp == kConsumerWarps) {
-    // The weights never change: the copies start before the wait on the kernel ahead.
+    // The weights never change: the copies start before the wait on the kernel ahead. Lane r
+    // copies ring row r.
     for (int64_t i = 0; i < steps; ++i) {
       const int slot = static_cast<int>(i % kStages);
       const uint32_t use = static_cast<uint32_t>(i / kStages);
       if (use > 0) mbar_wait(empty + 8 * slot, (use - 1) & 1);
       const int64_t tile = blockIdx.x + (i / stages_per_tile) * gridDim.x;
+      const int s = segment_of(tile);
+      const GemmSegment& seg = job.seg[s];
       const int64_t k0 = (i % stages_per_tile) * kStageK;
       const uint32_t piece = static_cast<uint32_t>(min(static_cast<int64_t>(kStageK), k - k0) * 2);
-      const int tile_rows = static_cast<int>(min(static_cast<int64_t>(kTileRows), rows - tile * kTileRows));
-      if (lane == 0) mbar_arrive_expect_tx(full + 8 * slot, piece * tile_rows);
+      const int64_t wrow = first_row(tile, s) + (pairs ? lane % 8 : lane);
+      const bool copies = lane < kTileRows && wrow < seg.rows;
+      const uint32_t copying = __popc(__ballot_sync(0xffffffffu, copies));
+      if (lane == 0) mbar_arrive_expect_tx(full + 8 * slot, piece * copying);
       __syncwarp();
-      if (lane < tile_rows)
-        bulk_copy(ring + slot * kStageBytes + lane * kRowStride, w + (tile * kTileRows + lane) * k + k0, piece, full + 8 * slot);
+      const __nv_bfloat16* src = (pairs && lane >= 8 ? job.up : seg.w) + wrow * k + k0;
+      if (copies) bulk_copy(ring + slot * kStageBytes + lane * kRowStride, src, piece, full + 8 * slot);
     }
     return;
   }
 
-  grid_dependency_wait();  // x and y come from the kernels ahead
+  grid_dependency_wait();  // x (or h) and y come from the kernels ahead
   grid_launch_dependents();
   const int g = lane / 4, t = lane % 4;
   const bool has_x = g < n;
-  const __nv_bfloat16* xr = x + (has_x ? g : 0) * ldx;
+  constexpr int kConsumers = kConsumerWarps * 32;
+  if (normed) {
+    // Each row's scale, summed as normalise_rows sums it (256 threads, float4 strides, warps in order).
+    for (int r = 0; r < n; ++r) {
+      const float* hr = job.norm.h + r * job.norm.ldh;
+      float ss = 0;
+      for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kConsumers) {
+        const float4 v = *reinterpret_cast<const float4*>(hr + i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0) square_sums[warp][r] = ss;
+    }
+    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+    if (threadIdx.x < n) {
+      float total = 0;
+#pragma unroll
+      for (int w = 0; w < kConsumerWarps; ++w) total += square_sums[w][threadIdx.x];
+      scale[threadIdx.x] = rsqrtf(total / static_cast<float>(k) + job.norm.eps);
+    }
+    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+  }
+  const float row_scale = normed && has_x ? scale[g] : 0.0f;
+  const __nv_bfloat16* xr = normed ? nullptr : x + (has_x ? g : 0) * ldx;
+  const float* hr = normed ? job.norm.h + (has_x ? g : 0) * job.norm.ldh : nullptr;
+  // x[g][col], x[g][col + 1] as a bf16 pair (zero past k or the rows).
+  auto x_pair = [&](int64_t col) -> uint32_t {
+    if (!has_x || col >= k) return 0u;
+    if (!normed) return __ldg(reinterpret_cast<const uint32_t*>(xr + col));
+    const float2 hv = *reinterpret_cast<const float2*>(hr + col), wv = __ldg(reinterpret_cast<const float2*>(job.norm.w + col));
+    const __nv_bfloat162 v = __floats2bfloat162_rn(hv.x * row_scale * wv.x, hv.y * row_scale * wv.y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  };
   const int mi = lane / 8, mr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   for (int64_t local = 0; local < my_tiles; ++local) {
     const int64_t tile = blockIdx.x + local * gridDim.x;
@@ -107,20 +156,17 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       const int64_t k0 = static_cast<int64_t>(st) * kStageK;
       // B fragments before the wait: they do not depend on the ring.
       uint32_t b[kStepsPerWarp][2];
-      bool in_k[kStepsPerWarp];
 #pragma unroll
       for (int j = 0; j < kStepsPerWarp; ++j) {
         const int64_t kk = k0 + 16 * (kStepsPerWarp * warp + j);
-        in_k[j] = kk < k;
-        const bool lo = has_x && kk + 2 * t < k, hi = has_x && kk + 8 + 2 * t < k;
-        b[j][0] = lo ? __ldg(reinterpret_cast<const uint32_t*>(xr + kk + 2 * t)) : 0u;
-        b[j][1] = hi ? __ldg(reinterpret_cast<const uint32_t*>(xr + kk + 8 + 2 * t)) : 0u;
+        b[j][0] = x_pair(kk + 2 * t);
+        b[j][1] = x_pair(kk + 8 + 2 * t);
       }
       mbar_wait(full + 8 * slot, static_cast<uint32_t>(i / kStages) & 1);
 #pragma unroll
       for (int j = 0; j < kStepsPerWarp; ++j) {
-        if (!in_k[j]) continue;
         const int64_t kk = k0 + 16 * (kStepsPerWarp * warp + j);
+        if (kk >= k) continue;
         uint32_t a[4];
         // Matrices: rows 0-7 | 8-15 | 0-7 | 8-15 at columns 0-7 | 0-7 | 8-15 | 8-15 of the k-step.
         ldmatrix_x4(a, ring + slot * kStageBytes + ((mi % 2) * 8 + mr) * kRowStride + (32 * (kStepsPerWarp * warp + j) + 16 * (mi / 2)));
@@ -130,24 +176,38 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + 8 * slot);
     }
-    // Sum over the consumer warps in warp order; d[e]: weight row g (+8 for e >= 2), activation
-    // row 2t + (e & 1).
+    // Sum over the consumer warps in warp order. acc[e]: ring row g (+8 for e >= 2: the up row of
+    // a pair), activation row 2t + (e & 1).
 #pragma unroll
     for (int e = 0; e < 4; ++e) red[warp][e][lane] = acc[e];
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
-    if (threadIdx.x < 128) {
-      const int e = threadIdx.x / 32, l = threadIdx.x % 32;
-      float v = 0;
+    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+    if (threadIdx.x < 32) {
+      const int l = threadIdx.x;
+      float v[4] = {};
 #pragma unroll
-      for (int ww = 0; ww < kConsumerWarps; ++ww) v += red[ww][e][l];
-      const int64_t row = tile * kTileRows + l / 4 + (e >= 2 ? 8 : 0);
-      const int col = 2 * (l % 4) + (e & 1);
-      if (row < rows && col < n) {
-        float* dst = y + col * ldy + row;
-        *dst = accumulate ? *dst + v : v;
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int ww = 0; ww < kConsumerWarps; ++ww) v[e] += red[ww][e][l];
+      const int s = segment_of(tile);
+      const GemmSegment& seg = job.seg[s];
+      const int64_t r = first_row(tile, s) + l / 4;
+      const int c0 = 2 * (l % 4);
+      if (pairs) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (r < seg.rows && c0 + e < n) job.act[(c0 + e) * job.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t row = r + (e >= 2 ? 8 : 0);
+          const int col = c0 + (e & 1);
+          if (row >= seg.rows || col >= n) continue;
+          float* dst = seg.y + col * seg.ldy + row;
+          *dst = seg.accumulate ? *dst + v[e] : v[e];
+        }
       }
     }
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
+    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
   }
 #endif
 }
@@ -178,7 +238,7 @@ int64_t tiles_of(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
 
 }  // namespace
 
-bool weight_stream_suits(int64_t rows) {
+bool weight_stream_suits(int64_t tiles) {
   // Off unless QWENRT_CUDA_RING=1 until it has been measured inside decode steps (its isolated
   // numbers are in bench/results/2026-12-03-0600-h200.md). Read on every call: calls happen when a
   // step is enqueued or captured, not when a graph replays.
@@ -187,26 +247,46 @@ bool weight_stream_suits(int64_t rows) {
   const StreamDevice d = current_device();
   if (d.major != 9) return false;
   const double blocks = static_cast<double>(kDispatchBlocksPerSm) * d.multiprocessors;
-  const double per_block = static_cast<double>(tiles_of(rows)) / blocks;
+  const double per_block = static_cast<double>(tiles) / blocks;
   if (per_block <= 1.0) return per_block >= 0.9;                // one tile each, hardly a block idle
   return std::ceil(per_block) / per_block <= 1.1;                 // the busiest block at most 10% over the mean
 }
 
-void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm) {
+void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
+                       int blocks_per_sm) {
   if (n < 1 || n > 8) fail("weight_stream_gemm: ", n, " activation rows; it takes 1 to 8");
-  if (k < 8 || k % 8 != 0 || ldx < k || ldx % 8 != 0) fail("weight_stream_gemm: k ", k, " and ldx ", ldx, " must be multiples of 8 with ldx >= k");
-  if (rows < 1 || ldy < rows || !y) fail("weight_stream_gemm: ", rows, " rows with ldy ", ldy);
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0)
-    fail("weight_stream_gemm: x and w must be 16-byte aligned");
+  if (k < 8 || k % 8 != 0) fail("weight_stream_gemm: k ", k, " must be a multiple of 8");
+  if (job.norm.h) {
+    if (k > kSkinnyGemmMaxNormedK || job.norm.ldh < k || job.norm.ldh % 4 != 0 || !job.norm.w ||
+        reinterpret_cast<uintptr_t>(job.norm.h) % 16 != 0 || reinterpret_cast<uintptr_t>(job.norm.w) % 16 != 0)
+      fail("weight_stream_gemm: normalised rows need 16-byte aligned h and w, a stride of at least k in multiples of 4, k <= ",
+           kSkinnyGemmMaxNormedK);
+  } else if (ldx < k || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    fail("weight_stream_gemm: x needs 16-byte alignment and a stride ldx ", ldx, " >= k in multiples of 8");
+  }
+  if (job.count < 1 || job.count > kSkinnyGemmMaxSegments || job.tiles < 1 || job.tiles != job.first_tile[job.count])
+    fail("weight_stream_gemm: ", job.count, " weights over ", job.tiles, " tiles is not a job");
+  for (int i = 0; i < job.count; ++i)
+    if (reinterpret_cast<uintptr_t>(job.seg[i].w) % 16 != 0 || (job.up && reinterpret_cast<uintptr_t>(job.up) % 16 != 0))
+      fail("weight_stream_gemm: weights must be 16-byte aligned");
   const StreamDevice d = current_device();
   if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
   static const cudaError_t raised = cudaFuncSetAttribute(weight_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   QWENRT_CUDA_CHECK(raised);
-  const int blocks = static_cast<int>(std::min<int64_t>(tiles_of(rows), static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm)));
-  launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, w, rows, y, ldy,
-                 accumulate);
+  const int blocks = static_cast<int>(std::min<int64_t>(job.tiles, static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm)));
+  launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, job);
   QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
+                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm) {
+  if (rows < 1 || ldy < rows || !y) fail("weight_stream_gemm: ", rows, " rows with ldy ", ldy);
+  WeightStreamJob job{};
+  job.seg[0] = {w, rows, y, ldy, accumulate};
+  job.count = 1;
+  job.tiles = static_cast<int>(tiles_of(rows));
+  job.first_tile[1] = job.tiles;
+  weight_stream_run(x, n, k, ldx, job, stream, blocks_per_sm);
 }
 
 }  // namespace qwenrt::cuda

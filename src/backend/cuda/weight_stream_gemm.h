@@ -1,27 +1,47 @@
 #pragma once
-// Decode product y (+)= x · Wᵀ for 1..8 activation rows that streams the weight
-// through a ring of shared-memory stages filled by bulk copies (TMA, sm_90): the bytes in flight
-// per multiprocessor are set by the ring, not by registers, and the copies run ahead across row
-// tiles, so a block never stops streaming between tiles. Results are batch-invariant (the order of
-// each dot product depends on k alone). Hopper only; Error elsewhere.
+// Decode products for 1..8 activation rows that stream the weights through a ring of
+// shared-memory stages filled by bulk copies (TMA, sm_90): the bytes in flight per multiprocessor
+// are set by the ring, not by registers, and the copies run ahead across row tiles, so a block
+// never stops streaming between tiles. The same products as skinny_gemm (several weights, SwiGLU
+// pairs, normalised rows, accumulation), which hands them here when weight_stream_suits says so.
+// Results are batch-invariant (each dot product's order depends on k alone). Hopper only; Error
+// elsewhere.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "backend/cuda/skinny_gemm.h"
+
 namespace qwenrt::cuda {
 
-// x: [n, k] bf16, row stride ldx; w: [rows, k] bf16 row-major; y[b * ldy + r] for activation row b
-// and weight row r, added to when `accumulate`. 1 <= n <= 8; k, ldx multiples of 8; x, w 16-byte
-// aligned. `blocks_per_sm`: 1 leaves room for the next launch's ring (chained launches), 2 fills
-// the multiprocessor.
+// What one launch computes. Tile t of weight s covers its rows 16·(t − first_tile[s]) onwards; with
+// `up` (count 1) a tile is 8 rows of seg[0].w (gate) and the same 8 of up, and the launch writes
+// act[b · ld_act + r] = bf16(silu(gate_r · x_b) · (up_r · x_b)) instead of y. With norm.h the
+// activations are RMSNorm(h)·w rounded to bf16 as skinny_gemm's normalised rows are, and x is unused.
+struct WeightStreamJob {
+  GemmSegment seg[kSkinnyGemmMaxSegments];
+  int first_tile[kSkinnyGemmMaxSegments + 1] = {};
+  int count = 0;
+  int tiles = 0;
+  const __nv_bfloat16* up = nullptr;
+  __nv_bfloat16* act = nullptr;
+  int64_t ld_act = 0;
+  SkinnyNormedRows norm;
+};
+
+// x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
+// aligned. `blocks_per_sm`: 2 fills the multiprocessor (measured faster than 1).
+void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
+                       int blocks_per_sm = 2);
+
+// One weight: y[b * ldy + r] (+)= x_b · w_r for r < rows.
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
                         int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm = 2);
 
-// Whether the current GPU runs a weight of `rows` rows here with the blocks evenly loaded (Hopper;
-// the row tiles fill two blocks per multiprocessor to within 10%): skinny_gemm then hands plain
-// single-weight products to it. For now only with QWENRT_CUDA_RING=1 (not yet measured inside
-// decode steps).
-bool weight_stream_suits(int64_t rows);
+// Whether the current GPU runs a launch of `tiles` row tiles here with the blocks evenly loaded
+// (Hopper; the tiles fill two blocks per multiprocessor to within 10%). For now only with
+// QWENRT_CUDA_RING=1 (not yet measured inside decode steps).
+bool weight_stream_suits(int64_t tiles);
 
 }  // namespace qwenrt::cuda

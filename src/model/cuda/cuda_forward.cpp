@@ -401,6 +401,7 @@ void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& ca
   float* host = scratch_->logits_host.get<float>(n);
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  stream_busy_ = false;
   profiler_.collect();
   logits.resize(n);
   std::memcpy(logits.data(), host, n * sizeof(float));
@@ -415,12 +416,17 @@ void CudaForward::forward_argmax(const Step& step, const RowLayout& lay, ModelCa
   int32_t* host = s.tokens_host.get<int32_t>(static_cast<std::size_t>(R));
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, picked, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  stream_busy_ = false;
   profiler_.collect();
   tokens.assign(host, host + R);
 }
 
 const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, int64_t& R_out) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
+  // A step that threw after enqueuing work may have left copies from the pinned buffers pending:
+  // let them finish before those buffers are written again.
+  if (stream_busy_) QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  stream_busy_ = true;
   Scratch& s = *scratch_;
   CacheState& cs = cache_state(cache);
   const int64_t T = lay.total_rows;

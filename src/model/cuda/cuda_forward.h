@@ -78,6 +78,7 @@ class CudaForward final : public DeviceForward {
   // (steps then run eagerly).
   cuda::StreamProfiler profiler_;
   // Of the step being run:
+  bool stream_busy_ = false;  // work enqueued by a step not yet waited for (a step that threw)
   int64_t block_size_ = 64, max_len_ = 1;
   int max_blocks_per_seq_ = 1;
 };
