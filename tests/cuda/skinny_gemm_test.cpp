@@ -147,15 +147,14 @@ TEST(SkinnyGemm, BatchInvariant) {
   }
 }
 
-// Single weights large enough to load every block evenly go through the ring of bulk copies on
-// Hopper (weight_stream_gemm, switched on here as QWENRT_CUDA_RING=1 does): against double,
+// Single weights of at least 128 row tiles go through the ring of bulk copies on Hopper (weight_stream_gemm, switched on here as QWENRT_CUDA_RING=1 does): against double,
 // accumulating into a strided y, and batch-invariant over the 1..8 rows the engine streams.
-TEST(SkinnyGemm, EvenlyLoadedSingleWeightsMatchDoubleAndAreBatchInvariant) {
+TEST(SkinnyGemm, RingSingleWeightsMatchDoubleAndAreBatchInvariant) {
   QWENRT_REQUIRE_GPU();
   const RingOn ring_on;
   std::mt19937 rng(12);
   const int64_t sms = multiprocessors();
-  // One tile per block (less a few), and three tiles per block with a short last tile.
+  // About one tile per block, and three per block with a short last tile.
   for (int64_t rows : {int64_t{16} * 2 * sms - 40, int64_t{16} * 2 * sms * 3 - 5}) {
     const int64_t k = 2056, ldy = rows + 5;
     std::printf("[ skinny   ] %lld rows: %s\n", static_cast<long long>(rows), cuda::weight_stream_suits(rows) ? "ring of bulk copies" : "skinny kernel");

@@ -275,8 +275,8 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
       fail(who, ": needs ", need, " bytes of workspace and the tile counters for ", segs.splits, " K ranges, got ", ws.partial_bytes,
            ws.counters ? "" : " and no counters");
   }
-  // On Hopper, tiles that load every block evenly stream faster through the ring of bulk copies
-  // (89-90% of copy bandwidth against 69-72% for the 9B shapes at one row).
+  // On Hopper, launches of enough row tiles stream faster through the ring of bulk copies (89-90%
+  // of copy bandwidth against 69-72% for the 9B shapes at one row).
   if (n <= 8 && weight_stream_suits(tiles)) {
     WeightStreamJob job;
     std::copy(segs.seg, segs.seg + segs.count, job.seg);

@@ -10,8 +10,8 @@
 // sums are reduced across warps and K ranges in a fixed order). Weights too small to fill the GPU
 // with row tiles are split along K over several blocks; the last block of a row tile to finish
 // adds the ranges' partial sums (kept in the workspace) in range order. On Hopper with
-// QWENRT_CUDA_RING=1, launches whose row tiles load every block evenly stream through a ring of
-// bulk copies instead (weight_stream_gemm.h) for up to 8 rows: there a row's rounding is the same for 1 to 8 rows, and
+// QWENRT_CUDA_RING=1, launches of at least 128 row tiles stream through a ring of bulk copies
+// instead (weight_stream_gemm.h) for up to 8 rows: there a row's rounding is the same for 1 to 8 rows, and
 // may differ from a launch of more rows (the engine streams at most 8).
 //
 // The weights are read before the kernel waits for the kernels ahead of it on the stream (chained

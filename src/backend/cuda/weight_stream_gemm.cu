@@ -23,7 +23,10 @@ constexpr int kRowStride = kStageK * 2 + 16;         // padded: ldmatrix rows fa
 constexpr int kStageBytes = kTileRows * kRowStride;
 constexpr int kStages = 3;                           // ~99 KB: two rings (this launch and the next) fit one SM
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8;
-constexpr int kDispatchBlocksPerSm = 2;  // what skinny_gemm launches it with (measured faster than 1)
+// Fewer tiles than this leave too few rings streaming (each keeps ~99 KB in flight; 128 of them
+// ~13 MB, a few times what the H200's bandwidth-latency product asks); skinny_gemm's K split
+// covers those.
+constexpr int64_t kMinRingTiles = 128;
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -45,8 +48,9 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                "r"(bar)
                : "memory");
 }
-// Block b takes row tiles b, b + G, b + 2G, ...; each tile is ceil(k / kStageK) stages, step i of
-// the block fills ring slot i mod kStages. The copy warp waits for a slot to be released by all
+// Block b takes row tiles b·P .. b·P + P − 1 (P = tiles_per_block, the same for every block but
+// maybe the last, so all finish together); each tile is ceil(k / kStageK) stages, step i of the
+// block fills ring slot i mod kStages. The copy warp waits for a slot to be released by all
 // eight consumer warps, then copies the tile's 16 row pieces into it (one bulk copy per row: 16
 // rows of one weight, or 8 gate and 8 up rows for SwiGLU pairs); consumer warp w multiplies
 // k-steps kStepsPerWarp·w onwards of every stage (A from the ring with ldmatrix, B = x from
@@ -66,7 +70,9 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   const bool pairs = job.up != nullptr, normed = job.norm.h != nullptr;
   const int64_t tiles = job.tiles;
   const int stages_per_tile = static_cast<int>((k + kStageK - 1) / kStageK);
-  const int64_t my_tiles = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  // This block's tiles: tiles_per_block consecutive ones (fewer for the last block).
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * job.tiles_per_block;
+  const int64_t my_tiles = max(static_cast<int64_t>(0), min(static_cast<int64_t>(job.tiles_per_block), tiles - first));
   const int64_t steps = my_tiles * stages_per_tile;
   // Tile t: its weight and first row (8 rows of gate and of up for pairs, else 16).
   auto segment_of = [&](int64_t tile) {
@@ -92,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       const int slot = static_cast<int>(i % kStages);
       const uint32_t use = static_cast<uint32_t>(i / kStages);
       if (use > 0) mbar_wait(empty + 8 * slot, (use - 1) & 1);
-      const int64_t tile = blockIdx.x + (i / stages_per_tile) * gridDim.x;
+      const int64_t tile = first + i / stages_per_tile;
       const int s = segment_of(tile);
       const GemmSegment& seg = job.seg[s];
       const int64_t k0 = (i % stages_per_tile) * kStageK;
@@ -148,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   };
   const int mi = lane / 8, mr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   for (int64_t local = 0; local < my_tiles; ++local) {
-    const int64_t tile = blockIdx.x + local * gridDim.x;
+    const int64_t tile = first + local;
     float acc[4] = {};
     for (int st = 0; st < stages_per_tile; ++st) {
       const int64_t i = local * stages_per_tile + st;
@@ -244,12 +250,7 @@ bool weight_stream_suits(int64_t tiles) {
   // step is enqueued or captured, not when a graph replays.
   const char* v = std::getenv("QWENRT_CUDA_RING");
   if (!(v && std::string(v) == "1")) return false;
-  const StreamDevice d = current_device();
-  if (d.major != 9) return false;
-  const double blocks = static_cast<double>(kDispatchBlocksPerSm) * d.multiprocessors;
-  const double per_block = static_cast<double>(tiles) / blocks;
-  if (per_block <= 1.0) return per_block >= 0.9;                // one tile each, hardly a block idle
-  return std::ceil(per_block) / per_block <= 1.1;                 // the busiest block at most 10% over the mean
+  return current_device().major == 9 && tiles >= kMinRingTiles;
 }
 
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
@@ -273,8 +274,13 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
   if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
   static const cudaError_t raised = cudaFuncSetAttribute(weight_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   QWENRT_CUDA_CHECK(raised);
-  const int blocks = static_cast<int>(std::min<int64_t>(job.tiles, static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm)));
-  launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, job);
+  // As few tiles per block as the resident blocks allow, and then as few blocks as carry them: every
+  // block runs the same number of tiles, so none streams alone at the end.
+  const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm);
+  WeightStreamJob launch_job = job;
+  launch_job.tiles_per_block = static_cast<int>((job.tiles + max_blocks - 1) / max_blocks);
+  const int blocks = static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
+  launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, launch_job);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

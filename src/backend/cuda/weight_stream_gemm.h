@@ -24,6 +24,7 @@ struct WeightStreamJob {
   int first_tile[kSkinnyGemmMaxSegments + 1] = {};
   int count = 0;
   int tiles = 0;
+  int tiles_per_block = 0;  // set by weight_stream_run
   const __nv_bfloat16* up = nullptr;
   __nv_bfloat16* act = nullptr;
   int64_t ld_act = 0;
@@ -39,9 +40,9 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
                         int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm = 2);
 
-// Whether the current GPU runs a launch of `tiles` row tiles here with the blocks evenly loaded
-// (Hopper; the tiles fill two blocks per multiprocessor to within 10%). For now only with
-// QWENRT_CUDA_RING=1 (not yet measured inside decode steps).
+// Whether skinny_gemm hands a launch of `tiles` row tiles here: on Hopper, with at least 128 tiles
+// (enough rings streaming at once). For now only with QWENRT_CUDA_RING=1 (not yet measured inside
+// decode steps).
 bool weight_stream_suits(int64_t tiles);
 
 }  // namespace qwenrt::cuda
