@@ -19,7 +19,8 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1: off; > 1 discourages tokens already seen
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int32_t top_logprobs = 0;   // how many alternatives to report
+  bool logprobs = false;      // report the sampled token's logprob (costs a pass over the vocabulary)
+  int32_t top_logprobs = 0;   // how many alternatives to report (implies logprobs)
   uint64_t seed = 0;
 
   // Throws Error naming the first parameter out of range.
@@ -28,7 +29,7 @@ struct SamplingParams {
 
 struct SampledToken {
   int32_t id;
-  float logprob;  // log p(id) under the raw logits
+  float logprob;  // log p(id) under the raw logits, when asked for (else NaN)
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs best (id, logprob), best first
 };
 
@@ -43,9 +44,16 @@ class Sampler {
 
  private:
   double uniform();  // [0, 1), 53 random bits: the same on every platform
+  // Without top-k: the ids top-p and min-p keep and their weights e^((l − max)/T).
+  void keep_without_top_k(std::span<const float> logits, std::vector<int32_t>& idx, std::vector<double>& weight);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
+  // Reused from call to call: the penalised logits, tokens marked seen, candidate ids and weights.
+  std::vector<float> logits_;
+  std::vector<uint8_t> seen_;
+  std::vector<int32_t> idx_;
+  std::vector<double> prob_, all_weights_, bucket_mass_;
 };
 
 }  // namespace qwenrt
