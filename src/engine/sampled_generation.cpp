@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 
@@ -23,19 +24,30 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
   GenerationStats st;
   st.prompt_tokens = static_cast<int64_t>(prompt.size());
 
-  const double t0 = now_s();
+  // Temperature 0 without penalties or logprobs is the argmax of the raw logits: the model picks it
+  // where the logits are (on a GPU only the token comes back, and the host scans nothing).
+  const SamplingParams& sp = opt.sampling;
+  const bool argmax_only = sp.temperature == 0.0f && sp.repetition_penalty == 1.0f && sp.presence_penalty == 0.0f &&
+                           sp.frequency_penalty == 0.0f && !sp.logprobs && sp.top_logprobs == 0;
   std::vector<float> logits;
+  std::vector<int32_t> picked;
+  auto step = [&](const Step& s) {
+    if (argmax_only) model.forward_argmax(s, cache, pool, picked);
+    else model.forward(s, cache, pool, logits);
+  };
+
+  const double t0 = now_s();
   for (std::size_t b = cached; b < prompt.size(); b += static_cast<std::size_t>(opt.prefill_chunk)) {
     const std::size_t e = std::min(prompt.size(), b + static_cast<std::size_t>(opt.prefill_chunk));
-    model.forward({Phase::Window, {{slot, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false}, cache,
-                  pool, logits);
+    step({Phase::Window, {{slot, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false});
   }
   st.prefill_s = now_s() - t0;
 
   const double t1 = now_s();
   std::vector<int32_t> output;
   while (st.generated_tokens < opt.max_tokens) {
-    const SampledToken tok = sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
+    const SampledToken tok = argmax_only ? SampledToken{picked[0], std::numeric_limits<float>::quiet_NaN(), {}}
+                                         : sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
     output.push_back(tok.id);
     ++st.generated_tokens;
     const bool keep_going = on_token(tok);
@@ -48,7 +60,7 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
       break;
     }
     if (st.generated_tokens >= opt.max_tokens) break;
-    model.forward({Phase::Decode, {{slot, {tok.id}}}, false}, cache, pool, logits);
+    step({Phase::Decode, {{slot, {tok.id}}}, false});
   }
   st.decode_s = now_s() - t1;
   return st;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/greedy_generation.h"
+#include "engine/sampled_generation.h"
 #include "formats/npy.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
@@ -144,6 +145,28 @@ TEST_P(Parity, ArgmaxStepsPickTheLogitsArgmax) {
     for (std::size_t r = 0; r < 2; ++r)
       EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
   }
+}
+
+// Sampling at temperature 0 without penalties (which picks on the model's side) gives greedy
+// generation's tokens.
+TEST_P(Parity, SampledAtTemperatureZeroIsGreedy) {
+  const auto model = Qwen35Model::load(dir_);
+  GenerationOptions greedy;
+  greedy.max_tokens = 6;
+  greedy.prefill_chunk = 5;
+  const auto want = generate_greedy(model, {ref_.prompt}, greedy, pool_)[0];
+  SampledGenerationOptions opt;
+  opt.sampling.temperature = 0.0f;
+  opt.max_tokens = 6;
+  opt.prefill_chunk = 5;
+  ModelCache cache(model.config(), 1);
+  const int slot = cache.acquire();
+  std::vector<int32_t> got;
+  generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
+    got.push_back(t.id);
+    return true;
+  }, pool_);
+  EXPECT_EQ(got, want) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(test::fixture_names()),

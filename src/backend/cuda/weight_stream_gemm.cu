@@ -1,13 +1,11 @@
 #include "backend/cuda/weight_stream_gemm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <string>
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gate_math.cuh"
 #include "backend/cuda/mma.cuh"
 
