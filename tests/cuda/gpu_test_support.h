@@ -59,6 +59,20 @@ std::vector<T> to_host(const cuda::DeviceBuffer& buf, std::size_t n) {
 // Fills a device buffer with NaN bit patterns so an element nothing wrote fails the comparison.
 inline void poison(cuda::DeviceBuffer& buf) { QWENRT_CUDA_CHECK(cudaMemset(buf.get(), 0xff, buf.bytes())); }
 
+// y[b · ldy + r] = Σ_i x[b · ldx + i] · w[r · k + i] in double (from the bf16 values as floats),
+// for activation rows b < n and weight rows r < rows; y has n · ldy elements.
+inline std::vector<double> matmul_reference(const std::vector<float>& x, int64_t ldx, const std::vector<float>& w, int64_t n, int64_t rows,
+                                            int64_t k, int64_t ldy) {
+  std::vector<double> y(static_cast<std::size_t>(n * ldy));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < k; ++i) s += static_cast<double>(x[b * ldx + i]) * w[r * k + i];
+      y[b * ldy + r] = s;
+    }
+  return y;
+}
+
 // The FFN's gated activation silu(g)·u in double.
 inline double swiglu(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
 

@@ -56,14 +56,7 @@ int multiprocessors() {
 
 // y = x·Wᵀ in double from the bf16 values.
 std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w, int64_t n, int64_t rows, int64_t k) {
-  std::vector<double> y(static_cast<std::size_t>(n * rows));
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t i = 0; i < k; ++i) s += static_cast<double>(x[b * k + i]) * w[r * k + i];
-      y[b * rows + r] = s;
-    }
-  return y;
+  return test::matmul_reference(x, k, w, n, rows, k, rows);
 }
 
 TEST(SkinnyGemm, MatchesDoubleReferenceOnOddShapes) {

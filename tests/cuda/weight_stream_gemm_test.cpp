@@ -8,19 +8,6 @@
 namespace qwenrt {
 namespace {
 
-// y[b * ldy + r] = Σ x[b * ldx + i] · w[r * k + i] in double from the bf16 values.
-std::vector<double> reference(const std::vector<float>& x, int64_t ldx, const std::vector<float>& w, int64_t n, int64_t rows, int64_t k,
-                              int64_t ldy) {
-  std::vector<double> y(static_cast<std::size_t>(n * ldy));
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t i = 0; i < k; ++i) s += static_cast<double>(x[b * ldx + i]) * w[r * k + i];
-      y[b * ldy + r] = s;
-    }
-  return y;
-}
-
 bool hopper() {
   int device = 0, major = 0;
   return cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
@@ -51,7 +38,7 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
     cuda::weight_stream_gemm(dx.as<__nv_bfloat16>(), p.n, p.k, ldx, dw.as<__nv_bfloat16>(), p.rows, dy.as<float>(), ldy, p.accumulate, nullptr);
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     const auto got = test::to_host<float>(dy, static_cast<std::size_t>(p.n * ldy));
-    auto want = reference(xf, ldx, wf, p.n, p.rows, p.k, ldy);
+    auto want = test::matmul_reference(xf, ldx, wf, p.n, p.rows, p.k, ldy);
     std::vector<float> got_rows;
     std::vector<double> want_rows;
     for (int64_t b = 0; b < p.n; ++b)

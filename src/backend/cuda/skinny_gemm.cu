@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gate_math.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/weight_stream_gemm.h"
 
 namespace qwenrt::cuda {
@@ -39,14 +40,7 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
   __shared__ float square_sums[kWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = 0; r < n; ++r) {
-    const float* hr = nr.h + r * nr.ldh;
-    float ss = 0;
-    for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kThreads) {
-      const float4 v = *reinterpret_cast<const float4*>(hr + i);
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float ss = warp_square_sum<kThreads>(nr.h + r * nr.ldh, k);
     if (lane == 0) square_sums[warp][r] = ss;
   }
   __syncthreads();

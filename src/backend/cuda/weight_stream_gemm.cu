@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gate_math.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/row_norm.cuh"
 
 namespace qwenrt::cuda {
 namespace {
@@ -118,16 +119,9 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   const bool has_x = g < n;
   constexpr int kConsumers = kConsumerWarps * 32;
   if (normed) {
-    // Each row's scale, summed as normalise_rows sums it (256 threads, float4 strides, warps in order).
+    // Each row's scale, summed as skinny_gemm's normalise_rows sums it (256 threads, warps in order).
     for (int r = 0; r < n; ++r) {
-      const float* hr = job.norm.h + r * job.norm.ldh;
-      float ss = 0;
-      for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * kConsumers) {
-        const float4 v = *reinterpret_cast<const float4*>(hr + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      const float ss = warp_square_sum<kConsumers>(job.norm.h + r * job.norm.ldh, k);
       if (lane == 0) square_sums[warp][r] = ss;
     }
     asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");

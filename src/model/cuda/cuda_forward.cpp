@@ -400,9 +400,7 @@ void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& ca
   const std::size_t n = static_cast<std::size_t>(R * config_.vocab_size);
   float* host = scratch_->logits_host.get<float>(n);
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  stream_busy_ = false;
-  profiler_.collect();
+  finish_step();
   logits.resize(n);
   std::memcpy(logits.data(), host, n * sizeof(float));
 }
@@ -415,10 +413,14 @@ void CudaForward::forward_argmax(const Step& step, const RowLayout& lay, ModelCa
   cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, picked, stream_);
   int32_t* host = s.tokens_host.get<int32_t>(static_cast<std::size_t>(R));
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, picked, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  finish_step();
+  tokens.assign(host, host + R);
+}
+
+void CudaForward::finish_step() {
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   stream_busy_ = false;
   profiler_.collect();
-  tokens.assign(host, host + R);
 }
 
 const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, int64_t& R_out) {

@@ -43,6 +43,8 @@ class CudaForward final : public DeviceForward {
   // Uploads the step's metadata and enqueues its layers (eagerly or as a graph); returns the device
   // logits of the wanted rows, `rows` of them.
   const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, int64_t& rows);
+  // Waits for the step's work and the copies back to the host; collects the profile.
+  void finish_step();
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
   // Products of the normalised residual: x·Wᵀ for each target with x = RMSNorm(h) · norm_w.
