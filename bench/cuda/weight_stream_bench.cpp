@@ -36,7 +36,11 @@ int main() try {
   for (auto& v : xh) v = f32_to_bf16(nd(rng));
   cuda::DeviceBuffer x(xh.size() * 2);
   x.upload(xh.data(), xh.size() * 2);
-  std::printf("\n%-28s %4s %11s %11s %11s %10s\n", "weight", "rows", "skinny", "ring x1/SM", "ring x2/SM", "max diff");
+  // Ring variants: stages (3: two blocks per multiprocessor, else one) and tile order.
+  const std::vector<cuda::WeightStreamConfig> configs = {{3, false}, {3, true}, {4, true}, {6, true}, {6, false}};
+  std::printf("\n%-28s %4s %11s", "weight", "rows", "skinny");
+  for (const auto& c : configs) std::printf("    %d%s", c.stages, c.round_robin ? " rr    " : " cons  ");
+  std::printf(" %10s\n", "max diff");
   for (const Shape& s : shapes) {
     const std::size_t wbytes = static_cast<std::size_t>(s.rows * s.k) * 2;
     const int copies = static_cast<int>(std::max<std::size_t>(1, (std::size_t{512} << 20) / wbytes + 1));
@@ -59,12 +63,12 @@ int main() try {
         const cuda::GemmSegment seg{w[i % copies].as<__nv_bfloat16>(), s.rows, y0.as<float>(), s.rows, false};
         cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, workspace);
       });
-      double ring[2];
-      for (int b = 1; b <= 2; ++b)
-        ring[b - 1] = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
+      std::vector<double> ring;
+      for (const auto& c : configs)
+        ring.push_back(bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
           cuda::weight_stream_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, w[i % copies].as<__nv_bfloat16>(), s.rows, y1.as<float>(), s.rows, false,
-                                   st, b);
-        });
+                                   st, c);
+        }));
       // Both against each other on the same weight (different summation orders: f32 rounding apart).
       const cuda::GemmSegment seg{w[0].as<__nv_bfloat16>(), s.rows, y0.as<float>(), s.rows, false};
       cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, nullptr, workspace);
@@ -79,8 +83,9 @@ int main() try {
         scale = std::max(scale, static_cast<double>(std::abs(a[i])));
       }
       auto pct = [&](double us) { return 100.0 * static_cast<double>(wbytes) / (us * 1e-6) / 1e9 / copy; };
-      std::printf("%-28s %4lld %6.1f %3.0f%% %6.1f %3.0f%% %6.1f %3.0f%% %10.2e\n", s.name, static_cast<long long>(n), skinny, pct(skinny), ring[0],
-                  pct(ring[0]), ring[1], pct(ring[1]), diff / std::max(scale, 1e-30));
+      std::printf("%-28s %4lld %6.1f %3.0f%%", s.name, static_cast<long long>(n), skinny, pct(skinny));
+      for (double us : ring) std::printf(" %6.1f %3.0f%%", us, pct(us));
+      std::printf(" %10.2e\n", diff / std::max(scale, 1e-30));
     }
   }
   return 0;

@@ -27,6 +27,7 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
   };
   std::vector<Problem> problems = {{1, 16, 8}, {1, 17, 264}, {3, 1000, 1032}, {8, 33, 4096}, {2, 5000, 520}, {1, 40000, 256}, {4, 300, 8200, true}};
   for (int64_t n = 1; n <= 8; ++n) problems.push_back({n, 129, 776, n % 2 == 0});
+  for (const cuda::WeightStreamConfig config : {cuda::WeightStreamConfig{3, false}, {3, true}, {4, true}, {6, true}, {6, false}})
   for (const Problem& p : problems) {
     const int64_t ldx = p.k + 8, ldy = p.rows + 3;
     std::vector<float> xf, wf;
@@ -35,7 +36,7 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
     auto dx = test::to_device(xb), dw = test::to_device(wb);
     std::vector<float> y0 = test::random_f32(static_cast<std::size_t>(p.n * ldy), rng, 1.0f);
     auto dy = test::to_device(y0);
-    cuda::weight_stream_gemm(dx.as<__nv_bfloat16>(), p.n, p.k, ldx, dw.as<__nv_bfloat16>(), p.rows, dy.as<float>(), ldy, p.accumulate, nullptr);
+    cuda::weight_stream_gemm(dx.as<__nv_bfloat16>(), p.n, p.k, ldx, dw.as<__nv_bfloat16>(), p.rows, dy.as<float>(), ldy, p.accumulate, nullptr, config);
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     const auto got = test::to_host<float>(dy, static_cast<std::size_t>(p.n * ldy));
     auto want = test::matmul_reference(xf, ldx, wf, p.n, p.rows, p.k, ldy);
@@ -51,7 +52,8 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
         got_rows.push_back(got[i]);
         want_rows.push_back(want[i] + (p.accumulate ? y0[i] : 0.0));
       }
-    EXPECT_LT(test::relative_l2(got_rows, want_rows), 1e-6) << "n " << p.n << " rows " << p.rows << " k " << p.k;
+    EXPECT_LT(test::relative_l2(got_rows, want_rows), 1e-6) << "n " << p.n << " rows " << p.rows << " k " << p.k << " stages " << config.stages << " round robin "
+                                                             << config.round_robin;
   }
 }
 

@@ -281,7 +281,7 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
     job.act = segs.act;
     job.ld_act = segs.ld_act;
     job.norm = segs.norm;
-    weight_stream_run(x, n, k, ldx, job, stream);
+    weight_stream_run(x, n, k, ldx, job, stream, weight_stream_config_from_env());
     return;
   }
   const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(tiles), rows = static_cast<int>(n);

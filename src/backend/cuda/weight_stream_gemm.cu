@@ -20,8 +20,8 @@ constexpr int kStageK = 1024;                        // k columns of a stage: 64
 constexpr int kStepsPerWarp = kStageK / 16 / kConsumerWarps;
 constexpr int kRowStride = kStageK * 2 + 16;         // padded: ldmatrix rows fall in different banks
 constexpr int kStageBytes = kTileRows * kRowStride;
-constexpr int kStages = 3;                           // ~99 KB: two rings (this launch and the next) fit one SM
-constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8;
+template <int kStages>
+constexpr int smem_bytes() { return kStages * kStageBytes + 2 * kStages * 8; }
 // Fewer tiles than this leave too few rings streaming (each keeps ~99 KB in flight; 128 of them
 // ~13 MB, a few times what the H200's bandwidth-latency product asks); skinny_gemm's K split
 // covers those.
@@ -57,6 +57,7 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 // normalise_rows) and, per tile, the warps' sums are added in warp order.
 // (Stages of 256 k, 16 copies of 512 bytes each, streamed at 30-50% of the copy bandwidth: the
 // copies' count, not their bytes, was the limit.)
+template <int kStages>
 __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx,
                                                                  const WeightStreamJob job) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -69,9 +70,12 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   const bool pairs = job.up != nullptr, normed = job.norm.h != nullptr;
   const int64_t tiles = job.tiles;
   const int stages_per_tile = static_cast<int>((k + kStageK - 1) / kStageK);
-  // This block's tiles: tiles_per_block consecutive ones (fewer for the last block).
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * job.tiles_per_block;
-  const int64_t my_tiles = max(static_cast<int64_t>(0), min(static_cast<int64_t>(job.tiles_per_block), tiles - first));
+  // This block's tiles: tiles_per_block consecutive ones (fewer for the last block), or with
+  // round_robin blockIdx.x, + gridDim.x, + 2·gridDim.x, ...
+  const int64_t first = job.round_robin ? blockIdx.x : static_cast<int64_t>(blockIdx.x) * job.tiles_per_block;
+  const int64_t stride = job.round_robin ? gridDim.x : 1;
+  const int64_t my_tiles = job.round_robin ? (tiles - first + stride - 1) / stride
+                                           : max(static_cast<int64_t>(0), min(static_cast<int64_t>(job.tiles_per_block), tiles - first));
   const int64_t steps = my_tiles * stages_per_tile;
   // Tile t: its weight and first row (8 rows of gate and of up for pairs, else 16).
   auto segment_of = [&](int64_t tile) {
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       const int slot = static_cast<int>(i % kStages);
       const uint32_t use = static_cast<uint32_t>(i / kStages);
       if (use > 0) mbar_wait(empty + 8 * slot, (use - 1) & 1);
-      const int64_t tile = first + i / stages_per_tile;
+      const int64_t tile = first + (i / stages_per_tile) * stride;
       const int s = segment_of(tile);
       const GemmSegment& seg = job.seg[s];
       const int64_t k0 = (i % stages_per_tile) * kStageK;
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   };
   const int mi = lane / 8, mr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   for (int64_t local = 0; local < my_tiles; ++local) {
-    const int64_t tile = first + local;
+    const int64_t tile = first + local * stride;
     float acc[4] = {};
     for (int st = 0; st < stages_per_tile; ++st) {
       const int64_t i = local * stages_per_tile + st;
@@ -245,8 +249,15 @@ bool weight_stream_suits(int64_t tiles) {
   return current_device().major == 9 && tiles >= kMinRingTiles;
 }
 
+WeightStreamConfig weight_stream_config_from_env() {
+  WeightStreamConfig c;
+  if (const char* v = std::getenv("QWENRT_CUDA_RING_STAGES")) c.stages = std::atoi(v);
+  if (const char* v = std::getenv("QWENRT_CUDA_RING_RR")) c.round_robin = std::string(v) == "1";
+  return c;
+}
+
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
-                       int blocks_per_sm) {
+                       const WeightStreamConfig& config) {
   if (n < 1 || n > 8) fail("weight_stream_gemm: ", n, " activation rows; it takes 1 to 8");
   if (k < 8 || k % 8 != 0) fail("weight_stream_gemm: k ", k, " must be a multiple of 8");
   if (job.norm.h) {
@@ -264,27 +275,38 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
       fail("weight_stream_gemm: weights must be 16-byte aligned");
   const StreamDevice d = current_device();
   if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
-  static const cudaError_t raised = cudaFuncSetAttribute(weight_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  QWENRT_CUDA_CHECK(raised);
   // As few tiles per block as the resident blocks allow, and then as few blocks as carry them: every
   // block runs the same number of tiles, so none streams alone at the end.
-  const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * std::max(1, blocks_per_sm);
+  const int blocks_per_sm = config.stages <= 3 ? 2 : 1;
+  const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * blocks_per_sm;
   WeightStreamJob launch_job = job;
+  launch_job.round_robin = config.round_robin;
   launch_job.tiles_per_block = static_cast<int>((job.tiles + max_blocks - 1) / max_blocks);
-  const int blocks = static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
-  launch_chained(weight_stream_kernel, dim3(blocks), dim3(kThreads), kSmemBytes, stream, x, static_cast<int>(n), k, ldx, launch_job);
+  const int blocks = config.round_robin ? static_cast<int>(std::min<int64_t>(job.tiles, max_blocks))
+                                        : static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
+  auto go = [&](auto kernel, int smem) {
+    static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    QWENRT_CUDA_CHECK(raised);
+    launch_chained(kernel, dim3(blocks), dim3(kThreads), smem, stream, x, static_cast<int>(n), k, ldx, launch_job);
+  };
+  switch (config.stages) {
+    case 3: go(weight_stream_kernel<3>, smem_bytes<3>()); break;
+    case 4: go(weight_stream_kernel<4>, smem_bytes<4>()); break;
+    case 6: go(weight_stream_kernel<6>, smem_bytes<6>()); break;
+    default: fail("weight_stream_gemm: ", config.stages, " stages is not built (3, 4 or 6)");
+  }
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm) {
+                        int64_t ldy, bool accumulate, cudaStream_t stream, const WeightStreamConfig& config) {
   if (rows < 1 || ldy < rows || !y) fail("weight_stream_gemm: ", rows, " rows with ldy ", ldy);
   WeightStreamJob job{};
   job.seg[0] = {w, rows, y, ldy, accumulate};
   job.count = 1;
   job.tiles = static_cast<int>(tiles_of(rows));
   job.first_tile[1] = job.tiles;
-  weight_stream_run(x, n, k, ldx, job, stream, blocks_per_sm);
+  weight_stream_run(x, n, k, ldx, job, stream, config);
 }
 
 }  // namespace qwenrt::cuda

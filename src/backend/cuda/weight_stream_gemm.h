@@ -25,20 +25,31 @@ struct WeightStreamJob {
   int count = 0;
   int tiles = 0;
   int tiles_per_block = 0;  // set by weight_stream_run
+  bool round_robin = false;  // set by weight_stream_run
   const __nv_bfloat16* up = nullptr;
   __nv_bfloat16* act = nullptr;
   int64_t ld_act = 0;
   SkinnyNormedRows norm;
 };
 
+// How the ring is built: 3 stages run 2 blocks per multiprocessor, 4 or 6 stages one; blocks take
+// consecutive tiles, or every gridDim-th tile (round_robin).
+struct WeightStreamConfig {
+  int stages = 3;
+  bool round_robin = false;
+};
+
+// Experimental: QWENRT_CUDA_RING_STAGES and QWENRT_CUDA_RING_RR=1 (read per call).
+WeightStreamConfig weight_stream_config_from_env();
+
 // x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
-// aligned. `blocks_per_sm`: 2 fills the multiprocessor (measured faster than 1).
+// aligned.
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
-                       int blocks_per_sm = 2);
+                       const WeightStreamConfig& config = {});
 
 // One weight: y[b * ldy + r] (+)= x_b · w_r for r < rows.
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, int blocks_per_sm = 2);
+                        int64_t ldy, bool accumulate, cudaStream_t stream, const WeightStreamConfig& config = {});
 
 // Whether skinny_gemm hands a launch of `tiles` row tiles here: on Hopper, with at least 128 tiles
 // (enough rings streaming at once). For now only with QWENRT_CUDA_RING=1 (not yet measured inside
