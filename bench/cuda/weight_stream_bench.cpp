@@ -37,9 +37,9 @@ int main() try {
   cuda::DeviceBuffer x(xh.size() * 2);
   x.upload(xh.data(), xh.size() * 2);
   // Ring variants: stages (3: two blocks per multiprocessor, else one) and tile order.
-  const std::vector<cuda::WeightStreamConfig> configs = {{3, false}, {3, true}, {4, true}, {6, true}, {6, false}};
+  const std::vector<cuda::WeightStreamConfig> configs = {{3, false, false}, {3, true, false}, {3, true, true}, {4, true, true}, {6, true, true}};
   std::printf("\n%-28s %4s %11s", "weight", "rows", "skinny");
-  for (const auto& c : configs) std::printf("    %d%s", c.stages, c.round_robin ? " rr    " : " cons  ");
+  for (const auto& c : configs) std::printf("    %d%s", c.stages, !c.round_robin ? " cons  " : c.split_tail ? " rr+spl" : " rr    ");
   std::printf(" %10s\n", "max diff");
   for (const Shape& s : shapes) {
     const std::size_t wbytes = static_cast<std::size_t>(s.rows * s.k) * 2;
@@ -57,6 +57,8 @@ int main() try {
     cuda::DeviceBuffer counters(cuda::kSkinnyGemmCounters * 4);
     QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
     const cuda::SkinnyGemmWorkspace workspace{ws.get(), ws.bytes(), counters.as<uint32_t>()};
+    cuda::DeviceBuffer ring_partial(cuda::kWeightStreamWorkspaceBytes);
+    const cuda::SkinnyGemmWorkspace ring_ws{ring_partial.get(), ring_partial.bytes(), counters.as<uint32_t>()};
     const int reps = std::max(copies, static_cast<int>(std::min<int64_t>(200, (int64_t{8} << 30) / static_cast<int64_t>(wbytes))));
     for (int64_t n : {int64_t{1}, int64_t{8}}) {
       const double skinny = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
@@ -67,12 +69,12 @@ int main() try {
       for (const auto& c : configs)
         ring.push_back(bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
           cuda::weight_stream_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, w[i % copies].as<__nv_bfloat16>(), s.rows, y1.as<float>(), s.rows, false,
-                                   st, c);
+                                   st, ring_ws, c);
         }));
       // Both against each other on the same weight (different summation orders: f32 rounding apart).
       const cuda::GemmSegment seg{w[0].as<__nv_bfloat16>(), s.rows, y0.as<float>(), s.rows, false};
       cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, nullptr, workspace);
-      cuda::weight_stream_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, w[0].as<__nv_bfloat16>(), s.rows, y1.as<float>(), s.rows, false, nullptr);
+      cuda::weight_stream_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, w[0].as<__nv_bfloat16>(), s.rows, y1.as<float>(), s.rows, false, nullptr, ring_ws);
       QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<float> a(static_cast<std::size_t>(n * s.rows)), b(a.size());
       y0.download(a.data(), a.size() * 4);

@@ -238,7 +238,10 @@ int64_t split_count(int64_t tiles, int64_t k) {
 
 int64_t partial_bytes(int64_t n, int64_t tiles, int64_t k) {
   const int64_t splits = split_count(tiles, k);
-  return splits == 1 ? 0 : tiles * splits * ((n + 7) / 8) * 128 * static_cast<int64_t>(sizeof(float));
+  const int64_t split_bytes = splits == 1 ? 0 : tiles * splits * ((n + 7) / 8) * 128 * static_cast<int64_t>(sizeof(float));
+  // The ring of bulk copies splits its last partial round of tiles (weight_stream_gemm.h).
+  const int64_t ring_bytes = n <= 8 && weight_stream_suits(tiles) ? static_cast<int64_t>(kWeightStreamWorkspaceBytes) : 0;
+  return std::max(split_bytes, ring_bytes);
 }
 
 int64_t tiles_of(std::span<const GemmSegment> segments) {
@@ -281,6 +284,10 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
     job.act = segs.act;
     job.ld_act = segs.ld_act;
     job.norm = segs.norm;
+    job.partial = static_cast<float*>(ws.partial);
+    job.counters = ws.counters;
+    if (!ws.partial || ws.partial_bytes < kWeightStreamWorkspaceBytes || !ws.counters)
+      fail(who, ": the ring of bulk copies needs ", kWeightStreamWorkspaceBytes, " bytes of workspace and the counters");
     weight_stream_run(x, n, k, ldx, job, stream, weight_stream_config_from_env());
     return;
   }

@@ -47,14 +47,65 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                "r"(bar)
                : "memory");
 }
-// Block b takes row tiles b·P .. b·P + P − 1 (P = tiles_per_block, the same for every block but
-// maybe the last, so all finish together); each tile is ceil(k / kStageK) stages, step i of the
-// block fills ring slot i mod kStages. The copy warp waits for a slot to be released by all
-// eight consumer warps, then copies the tile's 16 row pieces into it (one bulk copy per row: 16
-// rows of one weight, or 8 gate and 8 up rows for SwiGLU pairs); consumer warp w multiplies
-// k-steps kStepsPerWarp·w onwards of every stage (A from the ring with ldmatrix, B = x from
-// global/L1, or RMSNorm(h)·w computed on the way with the rounding of the skinny kernel's
-// normalise_rows) and, per tile, the warps' sums are added in warp order.
+// Which (tile, stage) steps block b streams: `rounds` whole tiles b, b + G, b + 2G, ... (G =
+// gridDim.x; round robin), then the steps [q0, q1) of the tail tiles rounds·G onwards, counted
+// tile-major from the tail's first step. A tail range may start or end inside a tile (split_tail):
+// then each block covering it leaves its partial sums in the workspace and the last to finish adds
+// them in block order. Where the splits fall depends on the shapes and G alone, so rows stay
+// batch-invariant.
+struct Schedule {
+  int64_t stages_per_tile, rounds, tail_first_tile, tail_steps, q0, q1;
+  int64_t block, blocks;
+
+  __device__ Schedule(const WeightStreamJob& job, int64_t k) {
+    stages_per_tile = (k + kStageK - 1) / kStageK;
+    block = blockIdx.x;
+    blocks = gridDim.x;
+    if (job.round_robin) {
+      rounds = job.tiles / blocks;
+      tail_first_tile = rounds * blocks;
+      tail_steps = (job.tiles - tail_first_tile) * stages_per_tile;
+      if (job.split_tail) {
+        q0 = range_begin(block);
+        q1 = range_begin(block + 1);
+      } else {
+        const bool has = tail_first_tile + block < job.tiles;
+        q0 = has ? block * stages_per_tile : 0;
+        q1 = has ? q0 + stages_per_tile : 0;
+      }
+    } else {  // tiles_per_block consecutive tiles
+      rounds = 0;
+      tail_first_tile = 0;
+      tail_steps = job.tiles * stages_per_tile;
+      q0 = min(block * job.tiles_per_block, static_cast<int64_t>(job.tiles)) * stages_per_tile;
+      q1 = min((block + 1) * job.tiles_per_block, static_cast<int64_t>(job.tiles)) * stages_per_tile;
+    }
+  }
+  __device__ int64_t steps() const { return rounds * stages_per_tile + q1 - q0; }
+  // Step i of this block: its tile and stage.
+  __device__ void at(int64_t i, int64_t& tile, int64_t& stage) const {
+    const int64_t whole = rounds * stages_per_tile;
+    if (i < whole) {
+      tile = block + (i / stages_per_tile) * blocks;
+      stage = i % stages_per_tile;
+    } else {
+      const int64_t q = q0 + i - whole;
+      tile = tail_first_tile + q / stages_per_tile;
+      stage = q % stages_per_tile;
+    }
+  }
+  // Split tails: where block b's range begins, and the block whose range holds tail step q.
+  __device__ int64_t range_begin(int64_t b) const { return b * tail_steps / blocks; }
+  __device__ int64_t block_of(int64_t q) const { return ((q + 1) * blocks + tail_steps - 1) / tail_steps - 1; }
+};
+
+// Each block streams its steps through a ring of kStages slots (step i fills slot i mod kStages).
+// The copy warp waits for a slot to be released by all eight consumer warps, then copies the
+// step's 16 row pieces into it (one bulk copy per row: 16 rows of one weight, or 8 gate and 8 up
+// rows for SwiGLU pairs); consumer warp w multiplies k-steps kStepsPerWarp·w onwards of every stage
+// (A from the ring with ldmatrix, B = x from global/L1, or RMSNorm(h)·w computed on the way with the
+// rounding of the skinny kernel's normalise_rows) and, per tile (or piece of a split tile), the
+// warps' sums are added in warp order.
 // (Stages of 256 k, 16 copies of 512 bytes each, streamed at 30-50% of the copy bandwidth: the
 // copies' count, not their bytes, was the limit.)
 template <int kStages>
@@ -64,19 +115,13 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float red[kConsumerWarps][4][32];
   __shared__ float square_sums[kConsumerWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
+  __shared__ int last_part;
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t full = ring + kStages * kStageBytes, empty = full + kStages * 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool pairs = job.up != nullptr, normed = job.norm.h != nullptr;
-  const int64_t tiles = job.tiles;
-  const int stages_per_tile = static_cast<int>((k + kStageK - 1) / kStageK);
-  // This block's tiles: tiles_per_block consecutive ones (fewer for the last block), or with
-  // round_robin blockIdx.x, + gridDim.x, + 2·gridDim.x, ...
-  const int64_t first = job.round_robin ? blockIdx.x : static_cast<int64_t>(blockIdx.x) * job.tiles_per_block;
-  const int64_t stride = job.round_robin ? gridDim.x : 1;
-  const int64_t my_tiles = job.round_robin ? (tiles - first + stride - 1) / stride
-                                           : max(static_cast<int64_t>(0), min(static_cast<int64_t>(job.tiles_per_block), tiles - first));
-  const int64_t steps = my_tiles * stages_per_tile;
+  const Schedule sched(job, k);
+  const int64_t steps = sched.steps();
   // Tile t: its weight and first row (8 rows of gate and of up for pairs, else 16).
   auto segment_of = [&](int64_t tile) {
     int s = 0;
@@ -101,10 +146,11 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       const int slot = static_cast<int>(i % kStages);
       const uint32_t use = static_cast<uint32_t>(i / kStages);
       if (use > 0) mbar_wait(empty + 8 * slot, (use - 1) & 1);
-      const int64_t tile = first + (i / stages_per_tile) * stride;
+      int64_t tile, stage;
+      sched.at(i, tile, stage);
       const int s = segment_of(tile);
       const GemmSegment& seg = job.seg[s];
-      const int64_t k0 = (i % stages_per_tile) * kStageK;
+      const int64_t k0 = stage * kStageK;
       const uint32_t piece = static_cast<uint32_t>(min(static_cast<int64_t>(kStageK), k - k0) * 2);
       const int64_t wrow = first_row(tile, s) + (pairs ? lane % 8 : lane);
       const bool copies = lane < kTileRows && wrow < seg.rows;
@@ -149,13 +195,16 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
     return *reinterpret_cast<const uint32_t*>(&v);
   };
   const int mi = lane / 8, mr = lane % 8;  // the ldmatrix matrix and row this lane addresses
-  for (int64_t local = 0; local < my_tiles; ++local) {
-    const int64_t tile = first + local * stride;
+  for (int64_t i = 0; i < steps;) {
+    // One piece: this block's steps of one tile.
+    int64_t tile, stage0;
+    sched.at(i, tile, stage0);
+    const int64_t piece_steps = min(sched.stages_per_tile - stage0, steps - i);
+    const bool whole = stage0 == 0 && piece_steps == sched.stages_per_tile;
     float acc[4] = {};
-    for (int st = 0; st < stages_per_tile; ++st) {
-      const int64_t i = local * stages_per_tile + st;
+    for (int64_t st = stage0; st < stage0 + piece_steps; ++st, ++i) {
       const int slot = static_cast<int>(i % kStages);
-      const int64_t k0 = static_cast<int64_t>(st) * kStageK;
+      const int64_t k0 = st * kStageK;
       // B fragments before the wait: they do not depend on the ring.
       uint32_t b[kStepsPerWarp][2];
 #pragma unroll
@@ -190,22 +239,59 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       for (int e = 0; e < 4; ++e)
 #pragma unroll
         for (int ww = 0; ww < kConsumerWarps; ++ww) v[e] += red[ww][e][l];
-      const int s = segment_of(tile);
-      const GemmSegment& seg = job.seg[s];
-      const int64_t r = first_row(tile, s) + l / 4;
-      const int c0 = 2 * (l % 4);
-      if (pairs) {
+      bool write = true;
+      if (!whole) {
+        // A piece of a split tail tile: slot 0 of this block holds its first tail tile's piece,
+        // slot 1 its last. The last block of the tile to finish adds the pieces in block order.
+        const int64_t tile_q = (tile - sched.tail_first_tile) * sched.stages_per_tile;
+        const int64_t b_first = sched.block_of(tile_q), b_last = sched.block_of(tile_q + sched.stages_per_tile - 1);
+        auto slot_of = [&](int64_t b) {
+          const int64_t first_of_b = sched.tail_first_tile + sched.range_begin(b) / sched.stages_per_tile;
+          return job.partial + ((b * 2 + (tile == first_of_b ? 0 : 1)) * 4) * 32;
+        };
+        float* mine = slot_of(sched.block);
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (r < seg.rows && c0 + e < n) job.act[(c0 + e) * job.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
-      } else {
+        for (int e = 0; e < 4; ++e) mine[e * 32 + l] = v[e];
+        __threadfence();
+        __syncwarp();
+        // Counted in steps, so blocks with empty ranges (fewer tail steps than blocks) do not matter.
+        if (l == 0) {
+          const uint32_t before = atomicAdd(&job.counters[b_first], static_cast<uint32_t>(piece_steps));
+          last_part = before + piece_steps == static_cast<uint64_t>(sched.stages_per_tile);
+        }
+        __syncwarp();
+        write = last_part != 0;
+        if (write) {
+          __threadfence();
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t row = r + (e >= 2 ? 8 : 0);
-          const int col = c0 + (e & 1);
-          if (row >= seg.rows || col >= n) continue;
-          float* dst = seg.y + col * seg.ldy + row;
-          *dst = seg.accumulate ? *dst + v[e] : v[e];
+          for (int e = 0; e < 4; ++e) v[e] = 0;
+          for (int64_t b = b_first; b <= b_last; ++b) {
+            if (sched.range_begin(b) == sched.range_begin(b + 1)) continue;  // an empty range
+            const float* part = slot_of(b);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[e] += __ldcg(part + e * 32 + l);
+          }
+          if (l == 0) job.counters[b_first] = 0;  // ready for the next launch
+        }
+      }
+      if (write) {
+        const int s = segment_of(tile);
+        const GemmSegment& seg = job.seg[s];
+        const int64_t r = first_row(tile, s) + l / 4;
+        const int c0 = 2 * (l % 4);
+        if (pairs) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (r < seg.rows && c0 + e < n) job.act[(c0 + e) * job.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t row = r + (e >= 2 ? 8 : 0);
+            const int col = c0 + (e & 1);
+            if (row >= seg.rows || col >= n) continue;
+            float* dst = seg.y + col * seg.ldy + row;
+            *dst = seg.accumulate ? *dst + v[e] : v[e];
+          }
         }
       }
     }
@@ -253,6 +339,7 @@ WeightStreamConfig weight_stream_config_from_env() {
   WeightStreamConfig c;
   if (const char* v = std::getenv("QWENRT_CUDA_RING_STAGES")) c.stages = std::atoi(v);
   if (const char* v = std::getenv("QWENRT_CUDA_RING_RR")) c.round_robin = std::string(v) == "1";
+  if (const char* v = std::getenv("QWENRT_CUDA_RING_SPLIT")) c.split_tail = std::string(v) == "1";
   return c;
 }
 
@@ -281,6 +368,9 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
   const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * blocks_per_sm;
   WeightStreamJob launch_job = job;
   launch_job.round_robin = config.round_robin;
+  launch_job.split_tail = config.round_robin && config.split_tail;
+  if (max_blocks > kWeightStreamMaxBlocks) fail("weight_stream_gemm: ", max_blocks, " blocks; at most ", kWeightStreamMaxBlocks, " have counters");
+  if (launch_job.split_tail && (!job.partial || !job.counters)) fail("weight_stream_gemm: a split tail needs the workspace and the counters");
   launch_job.tiles_per_block = static_cast<int>((job.tiles + max_blocks - 1) / max_blocks);
   const int blocks = config.round_robin ? static_cast<int>(std::min<int64_t>(job.tiles, max_blocks))
                                         : static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
@@ -299,13 +389,16 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
 }
 
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, const WeightStreamConfig& config) {
+                        int64_t ldy, bool accumulate, cudaStream_t stream, const SkinnyGemmWorkspace& workspace,
+                        const WeightStreamConfig& config) {
   if (rows < 1 || ldy < rows || !y) fail("weight_stream_gemm: ", rows, " rows with ldy ", ldy);
   WeightStreamJob job{};
   job.seg[0] = {w, rows, y, ldy, accumulate};
   job.count = 1;
   job.tiles = static_cast<int>(tiles_of(rows));
   job.first_tile[1] = job.tiles;
+  if (workspace.partial && workspace.partial_bytes >= kWeightStreamWorkspaceBytes) job.partial = static_cast<float*>(workspace.partial);
+  job.counters = workspace.counters;
   weight_stream_run(x, n, k, ldx, job, stream, config);
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/skinny_gemm.h"
@@ -26,6 +27,9 @@ struct WeightStreamJob {
   int tiles = 0;
   int tiles_per_block = 0;  // set by weight_stream_run
   bool round_robin = false;  // set by weight_stream_run
+  bool split_tail = false;   // set by weight_stream_run
+  float* partial = nullptr;  // split tails: kWeightStreamMaxBlocks · 2 · 128 floats
+  uint32_t* counters = nullptr;  // split tails: kWeightStreamMaxBlocks zeros (left zero)
   const __nv_bfloat16* up = nullptr;
   __nv_bfloat16* act = nullptr;
   int64_t ld_act = 0;
@@ -33,23 +37,31 @@ struct WeightStreamJob {
 };
 
 // How the ring is built: 3 stages run 2 blocks per multiprocessor, 4 or 6 stages one; blocks take
-// consecutive tiles, or every gridDim-th tile (round_robin).
+// consecutive tiles, or every gridDim-th tile (round_robin), with the last partial round's tiles
+// either whole or split by stages evenly over all blocks (split_tail: needs the workspace).
 struct WeightStreamConfig {
   int stages = 3;
-  bool round_robin = false;
+  bool round_robin = true;
+  bool split_tail = true;
 };
 
-// Experimental: QWENRT_CUDA_RING_STAGES and QWENRT_CUDA_RING_RR=1 (read per call).
+// Blocks of one launch at most (the counters a split tail needs), and its workspace bytes.
+constexpr int kWeightStreamMaxBlocks = kSkinnyGemmCounters;
+constexpr std::size_t kWeightStreamWorkspaceBytes = std::size_t{kWeightStreamMaxBlocks} * 2 * 128 * sizeof(float);
+
+// Experimental: QWENRT_CUDA_RING_STAGES, QWENRT_CUDA_RING_RR, QWENRT_CUDA_RING_SPLIT (0/1; read
+// per call).
 WeightStreamConfig weight_stream_config_from_env();
 
 // x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
-// aligned.
+// aligned. Split tails use job.partial and job.counters.
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
                        const WeightStreamConfig& config = {});
 
 // One weight: y[b * ldy + r] (+)= x_b · w_r for r < rows.
 void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                        int64_t ldy, bool accumulate, cudaStream_t stream, const WeightStreamConfig& config = {});
+                        int64_t ldy, bool accumulate, cudaStream_t stream, const SkinnyGemmWorkspace& workspace,
+                        const WeightStreamConfig& config = {});
 
 // Whether skinny_gemm hands a launch of `tiles` row tiles here: on Hopper, with at least 128 tiles
 // (enough rings streaming at once). For now only with QWENRT_CUDA_RING=1 (not yet measured inside
