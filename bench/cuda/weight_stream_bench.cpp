@@ -37,9 +37,10 @@ int main() try {
   cuda::DeviceBuffer x(xh.size() * 2);
   x.upload(xh.data(), xh.size() * 2);
   // Ring variants: stages (3: two blocks per multiprocessor, else one) and tile order.
-  const std::vector<cuda::WeightStreamConfig> configs = {{3, false, false}, {3, true, false}, {3, true, true}, {4, true, true}, {6, true, true}};
+  const std::vector<cuda::WeightStreamConfig> configs = {{3, false, false}, {3, true, false}, {3, true, true}, {3, true, true, 1}, {6, true, true}};
   std::printf("\n%-28s %4s %11s", "weight", "rows", "skinny");
-  for (const auto& c : configs) std::printf("    %d%s", c.stages, !c.round_robin ? " cons  " : c.split_tail ? " rr+spl" : " rr    ");
+  for (const auto& c : configs)
+    std::printf("  %dx%d%s", c.stages, c.blocks_per_sm ? c.blocks_per_sm : c.stages <= 3 ? 2 : 1, !c.round_robin ? " cons  " : c.split_tail ? " rr+spl" : " rr    ");
   std::printf(" %10s\n", "max diff");
   for (const Shape& s : shapes) {
     const std::size_t wbytes = static_cast<std::size_t>(s.rows * s.k) * 2;

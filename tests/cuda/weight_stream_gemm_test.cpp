@@ -36,7 +36,7 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
   QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   const cuda::SkinnyGemmWorkspace workspace{partial.get(), partial.bytes(), counters.as<uint32_t>()};
   for (const cuda::WeightStreamConfig config : {cuda::WeightStreamConfig{3, false, false}, {3, true, false}, {3, true, true}, {4, true, true},
-                                                {6, true, true}, {6, false, false}})
+                                                {6, true, true}, {6, false, false}, {3, true, true, 1}})
   for (const Problem& p : problems) {
     const int64_t ldx = p.k + 8, ldy = p.rows + 3;
     std::vector<float> xf, wf;

@@ -332,7 +332,11 @@ bool weight_stream_suits(int64_t tiles) {
   // step is enqueued or captured, not when a graph replays.
   const char* v = std::getenv("QWENRT_CUDA_RING");
   if (!(v && std::string(v) == "1")) return false;
-  return current_device().major == 9 && tiles >= kMinRingTiles;
+  static const int64_t min_tiles = [] {
+    const char* m = std::getenv("QWENRT_CUDA_RING_MIN_TILES");  // experimental
+    return m ? std::max<int64_t>(1, std::atoll(m)) : kMinRingTiles;
+  }();
+  return current_device().major == 9 && tiles >= min_tiles;
 }
 
 WeightStreamConfig weight_stream_config_from_env() {
@@ -340,6 +344,7 @@ WeightStreamConfig weight_stream_config_from_env() {
   if (const char* v = std::getenv("QWENRT_CUDA_RING_STAGES")) c.stages = std::atoi(v);
   if (const char* v = std::getenv("QWENRT_CUDA_RING_RR")) c.round_robin = std::string(v) == "1";
   if (const char* v = std::getenv("QWENRT_CUDA_RING_SPLIT")) c.split_tail = std::string(v) == "1";
+  if (const char* v = std::getenv("QWENRT_CUDA_RING_BPS")) c.blocks_per_sm = std::atoi(v);
   return c;
 }
 
@@ -364,7 +369,10 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
   if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
   // As few tiles per block as the resident blocks allow, and then as few blocks as carry them: every
   // block runs the same number of tiles, so none streams alone at the end.
-  const int blocks_per_sm = config.stages <= 3 ? 2 : 1;
+  const int fit = config.stages <= 3 ? 2 : 1;
+  if (config.blocks_per_sm < 0 || config.blocks_per_sm > fit)
+    fail("weight_stream_gemm: ", config.blocks_per_sm, " blocks per multiprocessor of ", config.stages, " stages; at most ", fit, " fit");
+  const int blocks_per_sm = config.blocks_per_sm == 0 ? fit : config.blocks_per_sm;
   const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * blocks_per_sm;
   WeightStreamJob launch_job = job;
   launch_job.round_robin = config.round_robin;

@@ -36,21 +36,24 @@ struct WeightStreamJob {
   SkinnyNormedRows norm;
 };
 
-// How the ring is built: 3 stages run 2 blocks per multiprocessor, 4 or 6 stages one; blocks take
-// consecutive tiles, or every gridDim-th tile (round_robin), with the last partial round's tiles
-// either whole or split by stages evenly over all blocks (split_tail: needs the workspace).
+// How the ring is built: stages per ring (3, 4 or 6) and blocks per multiprocessor (0: as many as
+// fit, 2 for 3 stages, else 1; fewer leave room for the next chained launch to start streaming);
+// blocks take consecutive tiles, or every gridDim-th tile (round_robin), with the last partial
+// round's tiles either whole or split by stages evenly over all blocks (split_tail: needs the
+// workspace).
 struct WeightStreamConfig {
   int stages = 3;
   bool round_robin = true;
   bool split_tail = true;
+  int blocks_per_sm = 0;
 };
 
 // Blocks of one launch at most (the counters a split tail needs), and its workspace bytes.
 constexpr int kWeightStreamMaxBlocks = kSkinnyGemmCounters;
 constexpr std::size_t kWeightStreamWorkspaceBytes = std::size_t{kWeightStreamMaxBlocks} * 2 * 128 * sizeof(float);
 
-// Experimental: QWENRT_CUDA_RING_STAGES, QWENRT_CUDA_RING_RR, QWENRT_CUDA_RING_SPLIT (0/1; read
-// per call).
+// Experimental: QWENRT_CUDA_RING_STAGES, QWENRT_CUDA_RING_RR, QWENRT_CUDA_RING_SPLIT (0/1),
+// QWENRT_CUDA_RING_BPS (blocks per multiprocessor); read per call.
 WeightStreamConfig weight_stream_config_from_env();
 
 // x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
