@@ -1,5 +1,8 @@
 #include "backend/cuda/weight_stream_gemm.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "core/half.h"
@@ -61,7 +64,9 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
         got_rows.push_back(got[i]);
         want_rows.push_back(want[i] + (p.accumulate ? y0[i] : 0.0));
       }
-    EXPECT_LT(test::relative_l2(got_rows, want_rows), 1e-6) << "n " << p.n << " rows " << p.rows << " k " << p.k << " stages " << config.stages << " round robin "
+    // f32 accumulation: the error of a length-k dot product grows as sqrt(k) (1e-6 up to k ~ 2500).
+    const double tolerance = std::max(1e-6, 2e-8 * std::sqrt(static_cast<double>(p.k)));
+    EXPECT_LT(test::relative_l2(got_rows, want_rows), tolerance) << "n " << p.n << " rows " << p.rows << " k " << p.k << " stages " << config.stages << " round robin "
                                                              << config.round_robin << " split tail " << config.split_tail;
     const auto left = test::to_host<uint32_t>(counters, cuda::kWeightStreamMaxBlocks);
     for (uint32_t c : left) ASSERT_EQ(c, 0u) << "a split tail left its counter set";

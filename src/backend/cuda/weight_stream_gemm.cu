@@ -324,6 +324,16 @@ StreamDevice current_device() {
 
 int64_t tiles_of(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
 
+// One ring kernel per stage count, its shared-memory limit raised once.
+template <int kStages>
+void launch_ring(int blocks, cudaStream_t stream, const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job) {
+  static const cudaError_t raised =
+      cudaFuncSetAttribute(weight_stream_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kStages>());
+  QWENRT_CUDA_CHECK(raised);
+  launch_chained(weight_stream_kernel<kStages>, dim3(blocks), dim3(kThreads), smem_bytes<kStages>(), stream, x, static_cast<int>(n), k, ldx,
+                 job);
+}
+
 }  // namespace
 
 bool weight_stream_suits(int64_t tiles) {
@@ -382,15 +392,10 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
   launch_job.tiles_per_block = static_cast<int>((job.tiles + max_blocks - 1) / max_blocks);
   const int blocks = config.round_robin ? static_cast<int>(std::min<int64_t>(job.tiles, max_blocks))
                                         : static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
-  auto go = [&](auto kernel, int smem) {
-    static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    QWENRT_CUDA_CHECK(raised);
-    launch_chained(kernel, dim3(blocks), dim3(kThreads), smem, stream, x, static_cast<int>(n), k, ldx, launch_job);
-  };
   switch (config.stages) {
-    case 3: go(weight_stream_kernel<3>, smem_bytes<3>()); break;
-    case 4: go(weight_stream_kernel<4>, smem_bytes<4>()); break;
-    case 6: go(weight_stream_kernel<6>, smem_bytes<6>()); break;
+    case 3: launch_ring<3>(blocks, stream, x, n, k, ldx, launch_job); break;
+    case 4: launch_ring<4>(blocks, stream, x, n, k, ldx, launch_job); break;
+    case 6: launch_ring<6>(blocks, stream, x, n, k, ldx, launch_job); break;
     default: fail("weight_stream_gemm: ", config.stages, " stages is not built (3, 4 or 6)");
   }
   QWENRT_CUDA_CHECK_LAUNCH();
