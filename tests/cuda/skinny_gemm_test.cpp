@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "backend/cuda/row_ops.h"
@@ -39,12 +40,21 @@ struct Problem {
   int64_t n, rows, k;
 };
 
-// QWENRT_CUDA_RING=1 for a scope: launches that suit it go through the ring of bulk copies.
-struct RingOn {
-  RingOn() { setenv("QWENRT_CUDA_RING", "1", 1); }
-  ~RingOn() { unsetenv("QWENRT_CUDA_RING"); }
-  RingOn(const RingOn&) = delete;
-  RingOn& operator=(const RingOn&) = delete;
+// QWENRT_CUDA_RING set for a scope ("all": every launch kind of 128+ tiles goes through the ring
+// of bulk copies; "0": none does), restored after.
+class RingMode {
+ public:
+  explicit RingMode(const char* mode) {
+    if (const char* v = std::getenv("QWENRT_CUDA_RING")) saved_ = v, had_ = true;
+    setenv("QWENRT_CUDA_RING", mode, 1);
+  }
+  ~RingMode() { had_ ? setenv("QWENRT_CUDA_RING", saved_.c_str(), 1) : unsetenv("QWENRT_CUDA_RING"); }
+  RingMode(const RingMode&) = delete;
+  RingMode& operator=(const RingMode&) = delete;
+
+ private:
+  std::string saved_;
+  bool had_ = false;
 };
 
 int multiprocessors() {
@@ -140,17 +150,17 @@ TEST(SkinnyGemm, BatchInvariant) {
   }
 }
 
-// Single weights of at least 128 row tiles go through the ring of bulk copies on Hopper (weight_stream_gemm, switched on here as QWENRT_CUDA_RING=1 does): against double,
+// Single weights of at least 128 row tiles go through the ring of bulk copies on Hopper (weight_stream_gemm, switched on here as QWENRT_CUDA_RING=all does): against double,
 // accumulating into a strided y, and batch-invariant over the 1..8 rows the engine streams.
 TEST(SkinnyGemm, RingSingleWeightsMatchDoubleAndAreBatchInvariant) {
   QWENRT_REQUIRE_GPU();
-  const RingOn ring_on;
+  const RingMode ring_on("all");
   std::mt19937 rng(12);
   const int64_t sms = multiprocessors();
   // About one tile per block, and three per block with a short last tile.
   for (int64_t rows : {int64_t{16} * 2 * sms - 40, int64_t{16} * 2 * sms * 3 - 5}) {
     const int64_t k = 2056, ldy = rows + 5;
-    std::printf("[ skinny   ] %lld rows: %s\n", static_cast<long long>(rows), cuda::weight_stream_suits(rows) ? "ring of bulk copies" : "skinny kernel");
+    std::printf("[ skinny   ] %lld rows: %s\n", static_cast<long long>(rows), cuda::weight_stream_suits((rows + 15) / 16, true) ? "ring of bulk copies" : "skinny kernel");
     std::vector<float> xf, wf;
     auto dx = test::to_device(test::random_bf16(static_cast<std::size_t>(8 * k), rng, xf));
     auto dw = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, wf));
@@ -201,10 +211,11 @@ TEST(SkinnyGemm, RingMatchesTheSkinnyKernelForEveryProductKind) {
   auto both = [&](auto&& launch) {  // (ring result, skinny result) of one launch kind
     std::pair<std::vector<float>, std::vector<float>> out;
     {
-      const RingOn ring_on;
-      std::printf("[ skinny   ] ring %s\n", cuda::weight_stream_suits(tiles) ? "on" : "not available here");
+      const RingMode ring_on("all");
+      std::printf("[ skinny   ] ring %s\n", cuda::weight_stream_suits(tiles, false) ? "on" : "not available here");
       out.first = launch();
     }
+    const RingMode ring_off("0");
     out.second = launch();
     return out;
   };

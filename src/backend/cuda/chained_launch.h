@@ -16,11 +16,6 @@ namespace qwenrt::cuda {
 // Whether launches on the current device use it (compute capability 9.x, not switched off).
 bool chained_launch_enabled();
 
-// Experimental: with QWENRT_CUDA_CARVEOUT=P (0..100), every chained kernel prefers a shared-memory
-// carveout of P percent, set once per kernel (do kernels of different carveouts cost a
-// multiprocessor reconfiguration between them?).
-void apply_carveout_preference(const void* kernel);
-
 template <typename... Params, typename... Args>
 void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t cfg = {};
@@ -33,7 +28,6 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = chained_launch_enabled() ? 1 : 0;
-  apply_carveout_preference(reinterpret_cast<const void*>(kernel));
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
   if (err != cudaSuccess) {
     cudaGetLastError();  // a refused launch is not sticky: leave nothing for the next check to trip on

@@ -5,8 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "backend/cuda/chained_launch.h"
@@ -80,19 +78,6 @@ bool chained_launch_enabled() {
     state[device].store(s, std::memory_order_relaxed);
   }
   return s == 2;
-}
-
-void apply_carveout_preference(const void* kernel) {
-  static const int percent = [] {
-    const char* v = std::getenv("QWENRT_CUDA_CARVEOUT");
-    return v ? std::atoi(v) : -1;
-  }();
-  if (percent < 0) return;
-  static std::mutex mutex;
-  static std::set<const void*> done;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (!done.insert(kernel).second) return;
-  QWENRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
 }
 
 }  // namespace qwenrt::cuda

@@ -240,7 +240,7 @@ int64_t partial_bytes(int64_t n, int64_t tiles, int64_t k) {
   const int64_t splits = split_count(tiles, k);
   const int64_t split_bytes = splits == 1 ? 0 : tiles * splits * ((n + 7) / 8) * 128 * static_cast<int64_t>(sizeof(float));
   // The ring of bulk copies splits its last partial round of tiles (weight_stream_gemm.h).
-  const int64_t ring_bytes = n <= 8 && weight_stream_suits(tiles) ? static_cast<int64_t>(kWeightStreamWorkspaceBytes) : 0;
+  const int64_t ring_bytes = n <= 8 && weight_stream_suits(tiles, true) ? static_cast<int64_t>(kWeightStreamWorkspaceBytes) : 0;
   return std::max(split_bytes, ring_bytes);
 }
 
@@ -272,9 +272,9 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
       fail(who, ": needs ", need, " bytes of workspace and the tile counters for ", segs.splits, " K ranges, got ", ws.partial_bytes,
            ws.counters ? "" : " and no counters");
   }
-  // On Hopper, launches of enough row tiles stream faster through the ring of bulk copies (89-90%
-  // of copy bandwidth against 69-72% for the 9B shapes at one row).
-  if (n <= 8 && weight_stream_suits(tiles)) {
+  // On Hopper, plain launches of one round of row tiles stream faster through the ring of bulk
+  // copies (weight_stream_gemm.h).
+  if (n <= 8 && weight_stream_suits(tiles, !segs.up && !segs.norm.h)) {
     WeightStreamJob job;
     std::copy(segs.seg, segs.seg + segs.count, job.seg);
     std::copy(segs.first_tile, segs.first_tile + segs.count + 1, job.first_tile);
@@ -288,7 +288,7 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
     job.counters = ws.counters;
     if (!ws.partial || ws.partial_bytes < kWeightStreamWorkspaceBytes || !ws.counters)
       fail(who, ": the ring of bulk copies needs ", kWeightStreamWorkspaceBytes, " bytes of workspace and the counters");
-    weight_stream_run(x, n, k, ldx, job, stream, weight_stream_config_from_env());
+    weight_stream_run(x, n, k, ldx, job, stream);
     return;
   }
   const int nt = static_cast<int>((n + 7) / 8), b = static_cast<int>(tiles), rows = static_cast<int>(n);

@@ -336,26 +336,20 @@ void launch_ring(int blocks, cudaStream_t stream, const __nv_bfloat16* x, int64_
 
 }  // namespace
 
-bool weight_stream_suits(int64_t tiles) {
-  // Off unless QWENRT_CUDA_RING=1 until it has been measured inside decode steps (its isolated
-  // numbers are in bench/results/2026-12-03-0600-h200.md). Read on every call: calls happen when a
-  // step is enqueued or captured, not when a graph replays.
+bool weight_stream_suits(int64_t tiles, bool plain) {
+  // Measured on the H200 (bench/results/2026-12-03-0840-h200.md): inside decode steps the ring
+  // streams plain launches of up to one round of tiles faster than the skinny kernel (9B out_proj
+  // 48 -> 63% of copy bandwidth, 9B down 69 -> 82%), but launches with normalised rows ran 2.4x
+  // slower (their f32 rows and norm weights do not stay in the L1 left beside two rings) and
+  // launches of several rounds no faster (27B shapes: skinny 86-89%). Read on every call: calls
+  // happen when a step is enqueued or captured, not when a graph replays.
   const char* v = std::getenv("QWENRT_CUDA_RING");
-  if (!(v && std::string(v) == "1")) return false;
-  static const int64_t min_tiles = [] {
-    const char* m = std::getenv("QWENRT_CUDA_RING_MIN_TILES");  // experimental
-    return m ? std::max<int64_t>(1, std::atoll(m)) : kMinRingTiles;
-  }();
-  return current_device().major == 9 && tiles >= min_tiles;
-}
-
-WeightStreamConfig weight_stream_config_from_env() {
-  WeightStreamConfig c;
-  if (const char* v = std::getenv("QWENRT_CUDA_RING_STAGES")) c.stages = std::atoi(v);
-  if (const char* v = std::getenv("QWENRT_CUDA_RING_RR")) c.round_robin = std::string(v) == "1";
-  if (const char* v = std::getenv("QWENRT_CUDA_RING_SPLIT")) c.split_tail = std::string(v) == "1";
-  if (const char* v = std::getenv("QWENRT_CUDA_RING_BPS")) c.blocks_per_sm = std::atoi(v);
-  return c;
+  const std::string use = v ? v : "auto";
+  if (use == "0") return false;
+  const StreamDevice d = current_device();
+  if (d.major != 9 || tiles < kMinRingTiles) return false;
+  if (use == "all") return true;  // every launch kind (tests, experiments)
+  return plain && tiles <= 2 * static_cast<int64_t>(d.multiprocessors);
 }
 
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,

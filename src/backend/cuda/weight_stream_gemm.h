@@ -52,10 +52,6 @@ struct WeightStreamConfig {
 constexpr int kWeightStreamMaxBlocks = kSkinnyGemmCounters;
 constexpr std::size_t kWeightStreamWorkspaceBytes = std::size_t{kWeightStreamMaxBlocks} * 2 * 128 * sizeof(float);
 
-// Experimental: QWENRT_CUDA_RING_STAGES, QWENRT_CUDA_RING_RR, QWENRT_CUDA_RING_SPLIT (0/1),
-// QWENRT_CUDA_RING_BPS (blocks per multiprocessor); read per call.
-WeightStreamConfig weight_stream_config_from_env();
-
 // x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
 // aligned. Split tails use job.partial and job.counters.
 void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const WeightStreamJob& job, cudaStream_t stream,
@@ -66,9 +62,10 @@ void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ld
                         int64_t ldy, bool accumulate, cudaStream_t stream, const SkinnyGemmWorkspace& workspace,
                         const WeightStreamConfig& config = {});
 
-// Whether skinny_gemm hands a launch of `tiles` row tiles here: on Hopper, with at least 128 tiles
-// (enough rings streaming at once). For now only with QWENRT_CUDA_RING=1 (not yet measured inside
-// decode steps).
-bool weight_stream_suits(int64_t tiles);
+// Whether skinny_gemm hands a launch of `tiles` row tiles here (plain: no normalised rows, no
+// SwiGLU pairs). On Hopper with QWENRT_CUDA_RING unset: plain launches of 128 to two per
+// multiprocessor tiles, where it measured faster inside decode steps; QWENRT_CUDA_RING=0: never;
+// =all: every launch of 128+ tiles.
+bool weight_stream_suits(int64_t tiles, bool plain);
 
 }  // namespace qwenrt::cuda
