@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # Decode speed with an environment switch off and on, on the GPU machine, over binaries built by
 # scripts/gpu_pack.sh:
-#   scripts/gpu_decode_ab.sh QWENRT_CUDA_RING [BIN_DIR]
+#   scripts/gpu_decode_ab.sh VAR [BIN_DIR [OFF ON]]     e.g. QWENRT_CUDA_PDL, or QWENRT_CUDA_RING .gpu 0 plain
 # Runs `qwenrt bench --device cuda --synthetic M` for 0.8B, 9B and 27B at batch 1 and 27B at
-# batch 8 and 64, alternating VAR=0 and VAR=1 twice, and prints tok/s per configuration.
+# batch 8 and 64, alternating VAR=OFF and VAR=ON (default 0 and 1) twice, and prints tok/s per
+# configuration.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-var=${1:?usage: gpu_decode_ab.sh ENV_VAR [BIN_DIR]}
+var=${1:?usage: gpu_decode_ab.sh ENV_VAR [BIN_DIR [OFF ON]]}
 bin=${2:-.gpu}
+values=("${3:-0}" "${4:-1}")
 if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
   mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
 fi
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
-printf '%-12s %-6s %-12s %-12s\n' model batch "$var=0" "$var=1"
+printf '%-12s %-6s %-12s %-12s\n' model batch "$var=${values[0]}" "$var=${values[1]}"
 for cfg in 0.8b:1 9b:1 27b:1 27b:8 27b:64; do
   IFS=: read -r size batch <<<"$cfg"
   declare -A got=()
   for round in 1 2; do
     for v in 0 1; do
-      tps=$(env "$var=$v" "$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens 64 --gen-tokens 48 --batch "$batch" --json 2>/dev/null |
+      tps=$(env "$var=${values[$v]}" "$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens 64 --gen-tokens 48 --batch "$batch" --json 2>/dev/null |
             python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["decode_tok_s"])' 2>/dev/null || echo fail)
       got[$v]="${got[$v]:-}${got[$v]:+/}$tps"
     done

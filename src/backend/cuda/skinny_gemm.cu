@@ -272,8 +272,7 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
       fail(who, ": needs ", need, " bytes of workspace and the tile counters for ", segs.splits, " K ranges, got ", ws.partial_bytes,
            ws.counters ? "" : " and no counters");
   }
-  // On Hopper, plain launches of one round of row tiles stream faster through the ring of bulk
-  // copies (weight_stream_gemm.h).
+  // The ring of bulk copies, when asked for (weight_stream_gemm.h).
   if (n <= 8 && weight_stream_suits(tiles, !segs.up && !segs.norm.h)) {
     WeightStreamJob job;
     std::copy(segs.seg, segs.seg + segs.count, job.seg);

@@ -9,11 +9,10 @@
 // order whatever else is in the batch (the K split depends on the weights' shapes alone, partial
 // sums are reduced across warps and K ranges in a fixed order). Weights too small to fill the GPU
 // with row tiles are split along K over several blocks; the last block of a row tile to finish
-// adds the ranges' partial sums (kept in the workspace) in range order. On Hopper, plain
-// launches (no normalised rows, no SwiGLU) of 128 to two per multiprocessor row tiles stream
-// through a ring of bulk copies instead (weight_stream_gemm.h) for up to 8 rows: there a row's
-// rounding is the same for 1 to 8 rows, and may differ from a launch of more rows (the engine
-// streams at most 8).
+// adds the ranges' partial sums (kept in the workspace) in range order. With
+// QWENRT_CUDA_RING=plain|all on Hopper, launches of 128+ row tiles stream through a ring of bulk
+// copies instead (weight_stream_gemm.h) for up to 8 rows: there a row's rounding is the same for 1
+// to 8 rows, and may differ from a launch of more rows (the engine streams at most 8).
 //
 // The weights are read before the kernel waits for the kernels ahead of it on the stream (chained
 // launch): nothing may write them in the kernel launched just before.

@@ -337,18 +337,18 @@ void launch_ring(int blocks, cudaStream_t stream, const __nv_bfloat16* x, int64_
 }  // namespace
 
 bool weight_stream_suits(int64_t tiles, bool plain) {
-  // Measured on the H200 (bench/results/2026-12-03-0840-h200.md): inside decode steps the ring
-  // streams plain launches of up to one round of tiles faster than the skinny kernel (9B out_proj
-  // 48 -> 63% of copy bandwidth, 9B down 69 -> 82%), but launches with normalised rows ran 2.4x
-  // slower (their f32 rows and norm weights do not stay in the L1 left beside two rings) and
-  // launches of several rounds no faster (27B shapes: skinny 86-89%). Read on every call: calls
-  // happen when a step is enqueued or captured, not when a graph replays.
+  // Off unless asked for: measured on the H200 (bench/results/2026-12-03-0840-h200.md), every way
+  // of using it inside decode steps was slower. Normalised launches ran 2.4x slower (their f32 rows
+  // and norm weights no longer stay in the L1 left beside two rings), and even plain launches where
+  // it streams faster in isolation (9B out_proj, down) cost the whole 9B step 11%: the kernels
+  // around them lose L1 to the ring's shared memory. Read on every call: calls happen when a step is
+  // enqueued or captured, not when a graph replays.
   const char* v = std::getenv("QWENRT_CUDA_RING");
-  const std::string use = v ? v : "auto";
-  if (use == "0") return false;
+  const std::string use = v ? v : "0";
+  if (use != "plain" && use != "all") return false;
   const StreamDevice d = current_device();
   if (d.major != 9 || tiles < kMinRingTiles) return false;
-  if (use == "all") return true;  // every launch kind (tests, experiments)
+  if (use == "all") return true;  // every launch kind of 128+ tiles
   return plain && tiles <= 2 * static_cast<int64_t>(d.multiprocessors);
 }
 

@@ -63,9 +63,9 @@ void weight_stream_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ld
                         const WeightStreamConfig& config = {});
 
 // Whether skinny_gemm hands a launch of `tiles` row tiles here (plain: no normalised rows, no
-// SwiGLU pairs). On Hopper with QWENRT_CUDA_RING unset: plain launches of 128 to two per
-// multiprocessor tiles, where it measured faster inside decode steps; QWENRT_CUDA_RING=0: never;
-// =all: every launch of 128+ tiles.
+// SwiGLU pairs). Only on Hopper and when asked for (it measured slower inside decode steps):
+// QWENRT_CUDA_RING=plain takes plain launches of 128 to two-per-multiprocessor tiles, =all every
+// launch of 128+ tiles.
 bool weight_stream_suits(int64_t tiles, bool plain);
 
 }  // namespace qwenrt::cuda
