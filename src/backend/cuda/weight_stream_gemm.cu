@@ -17,7 +17,6 @@ constexpr int kConsumerWarps = 8;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // the last warp issues the copies
 constexpr int kTileRows = 16;                        // one m16 tile of weight rows
 constexpr int kStageK = 1024;                        // k columns of a stage: 64 k-steps, eight per consumer warp
-constexpr int kStepsPerWarp = kStageK / 16 / kConsumerWarps;
 constexpr int kRowStride = kStageK * 2 + 16;         // padded: ldmatrix rows fall in different banks
 constexpr int kStageBytes = kTileRows * kRowStride;
 template <int kStages>
@@ -27,6 +26,9 @@ constexpr int smem_bytes() { return kStages * kStageBytes + 2 * kStages * 8; }
 // covers those.
 constexpr int64_t kMinRingTiles = 128;
 
+// Device helpers of the Hopper kernel body (empty for older architectures, which never run it).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+constexpr int kStepsPerWarp = kStageK / 16 / kConsumerWarps;
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -98,6 +100,7 @@ struct Schedule {
   __device__ int64_t range_begin(int64_t b) const { return b * tail_steps / blocks; }
   __device__ int64_t block_of(int64_t q) const { return ((q + 1) * blocks + tail_steps - 1) / tail_steps - 1; }
 };
+#endif
 
 // Each block streams its steps through a ring of kStages slots (step i fills slot i mod kStages).
 // The copy warp waits for a slot to be released by all eight consumer warps, then copies the
