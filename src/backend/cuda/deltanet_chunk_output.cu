@@ -7,20 +7,26 @@ namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
 // output: one block per (chunk, value head). P = (Q Kᵀ) ⊙ e^{G_t−G_s} on and below the diagonal,
-// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of P
-// 32(w/4).., columns of O 64(w/4)...
+// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of O
+// 64(w/4)..; the two warps of a row block each form the P rows they need (P is cheap next to the
+// rest), and P goes from accumulators to A fragments in registers.
 
 constexpr int kOutputThreads = 256;
-// Shared memory over time, 103 KiB (two blocks per multiprocessor): Q, K and Δ arrive first. Each
-// warp then keeps its Q rows as fragments in registers, which frees Q's tile for S₀: its rows
-// 0..63 arrive while P = Q Kᵀ is computed, its rows 64..127 while P Δ is; P takes K's tile.
+// Shared memory, 86 KiB (two blocks per multiprocessor): every operand whole, bf16. All of it is
+// requested at the start, in three groups in the order the products need them.
 struct OutputSmem {
-  alignas(16) float qs[kC][kLdCol];  // Q, then S₀ rows 0..63, then S₀ rows 64..127
-  alignas(16) float k[kC][kLdRow];   // K, then P (row stride kLdTri)
-  alignas(16) float d[kC][kLdCol];
+  alignas(16) __nv_bfloat16 q[kC][kLd128];
+  alignas(16) __nv_bfloat16 k[kC][kLd128];
+  alignas(16) __nv_bfloat16 s0[kD][kLd128];
+  alignas(16) __nv_bfloat16 d[kC][kLd128];
   alignas(16) float gcum[kC];
   float row_ss[2][kC];
 };
+
+// Two adjacent values of a row, as one 8-byte load where the address allows it.
+__device__ __forceinline__ float2 load_pair(const float* p, bool aligned) {
+  return aligned ? *reinterpret_cast<const float2*>(p) : make_float2(p[0], p[1]);
+}
 
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
@@ -30,94 +36,89 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const ChunkMeta ch = work.chunks[c];
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., P columns 32cb.., O columns 64cb..
+  const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., O columns 64cb..
+  const uint32_t q_tile = smem_addr(&sm.q[0][0]), k_tile = smem_addr(&sm.k[0][0]), s0_tile = smem_addr(&sm.s0[0][0]),
+                 d_tile = smem_addr(&sm.d[0][0]);
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
-  const float* s0 = work.h + (c * p.nv + hv) * kD * kD;
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, work.qn + (c * p.nk + hk) * kC * kD, kD);
-  copy_tile_async<kC, kD>(&sm.k[0][0], kLdRow, work.kn + (c * p.nk + hk) * kC * kD, kD);
+  copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + (c * p.nk + hk) * kC * kD, kD);
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + (c * p.nk + hk) * kC * kD, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   cp_async_commit();
-  copy_tile_async<kC, kD>(&sm.d[0][0], kLdCol, work.delta + head_tile, kD);
+  copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();
-  cp_async_wait<1>();
+  copy_tile_async<kC, kD>(&sm.d[0][0], kLd128, work.delta + head_tile, kD);
+  cp_async_commit();
+  cp_async_wait<2>();  // Q, K, G
   __syncthreads();
 
-  uint32_t qf[kD / 8][4];  // A fragments of this warp's 16 Q rows, k-step by k-step
+  uint32_t qf[kD / 16][4];  // A fragments of this warp's 16 Q rows, 16-step by 16-step
 #pragma unroll
-  for (int ks = 0; ks < kD / 8; ++ks) load_a(qf[ks], &sm.qs[0][0], kLdCol, 16 * rb, 8 * ks, g, t);
-  __syncthreads();  // every warp holds its Q: the tile takes S₀ rows 0..63
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0, kD);
-  cp_async_commit();
+  for (int ks = 0; ks < kD / 16; ++ks) load_a(qf[ks], q_tile, kLd128, 16 * rb, 16 * ks, lane);
 
-  float* pm = &sm.k[0][0];  // P, row stride kLdTri, once K is no longer read
+  // P rows 16rb.., columns s < 16(rb+1) (the rest is above the diagonal): B = K rows. Masked and
+  // decayed in the accumulators, then rounded into pf[j], the A fragment of the 16-step s = 16j...
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
+  uint32_t pf[kC / 16][4];
   {
-    float acc[4][4] = {};
-    if (32 * cb <= 16 * rb + 15) {  // else the whole 16×32 tile is above the diagonal
+    float acc[kC / 8][4] = {};
 #pragma unroll
-      for (int ks = 0; ks < kD / 8; ++ks)
+    for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          uint32_t b[2];
-          load_b_nk(b, &sm.k[0][0], kLdRow, 8 * ks, 32 * cb + 8 * nt, g, t);
-          mma_tf32_1688(acc[nt], qf[ks], b);
+      for (int j = 0; j < kC / 16; ++j)
+        if (j <= rb) {
+          uint32_t b[4];
+          load_b_nk(b, k_tile, kLd128, 16 * ks, 16 * j, lane);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qf[ks], b);
         }
+    const float g0 = sm.gcum[row0], g1 = sm.gcum[row1];
+#pragma unroll
+    for (int j = 0; j < kC / 16; ++j) {
+      if (j > rb) continue;
+#pragma unroll
+      for (int n = 2 * j; n < 2 * j + 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = i >= 2 ? row1 : row0, col = 8 * n + 2 * t + (i & 1);
+          acc[n][i] = col <= row ? acc[n][i] * expf((i >= 2 ? g1 : g0) - sm.gcum[col]) : 0.0f;
+        }
+      accumulators_to_a(pf[j], acc[2 * j], acc[2 * j + 1]);
     }
-    __syncthreads();  // every warp is done with K
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * nt + 2 * t + (i & 1);
-        pm[row * kLdTri + col] = col <= row ? tf32(acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col])) : 0.0f;
-      }
   }
-  cp_async_wait<0>();  // Δ and S₀ rows 0..63
+  cp_async_wait<1>();  // S₀
   __syncthreads();
 
-  // o = Q S₀ (two halves of k), scaled by γ per row; o2 = P Δ, computed while the second half loads.
+  // O = Q S₀ (B = S₀, k-major), scaled by γ_t per row; then O += P Δ (B = Δ, k-major) over the
+  // 16-steps on and below the diagonal.
   float o[8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], qf[ks], b);
+    for (int h = 0; h < 4; ++h) {
+      uint32_t b[4];
+      load_b_kn(b, s0_tile, kLd128, 16 * ks, 64 * cb + 16 * h, lane);
+      mma_pair(o[2 * h], o[2 * h + 1], qf[ks], b);
     }
-  __syncthreads();  // S₀ rows 0..63 done with
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0 + kC * kD, kD);
-  cp_async_commit();
-  float o2[8][4] = {};
-  for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
-    uint32_t a[4];
-    load_a(a, pm, kLdTri, 16 * rb, 8 * ks, g, t);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.d[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o2[nt], a, b);
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-#pragma unroll
-  for (int ks = kD / 16; ks < kD / 8; ++ks)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks - kC, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], qf[ks], b);
-    }
-  const int row0 = 16 * rb + g, row1 = row0 + 8;
   const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    o[nt][0] = o[nt][0] * e0 + o2[nt][0];
-    o[nt][1] = o[nt][1] * e0 + o2[nt][1];
-    o[nt][2] = o[nt][2] * e1 + o2[nt][2];
-    o[nt][3] = o[nt][3] * e1 + o2[nt][3];
+    o[nt][0] *= e0;
+    o[nt][1] *= e0;
+    o[nt][2] *= e1;
+    o[nt][3] *= e1;
   }
+  cp_async_wait<0>();  // Δ
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kC / 16; ++j)
+    if (j <= rb) {
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        uint32_t b[4];
+        load_b_kn(b, d_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
+        mma_pair(o[2 * h], o[2 * h + 1], pf[j], b);
+      }
+    }
 
   // Gated RMSNorm over the head's 128 columns: quad sums, then the two column halves' warps.
   float ss0 = 0.0f, ss1 = 0.0f;
@@ -136,6 +137,8 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     sm.row_ss[cb][row1] = ss1;
   }
   __syncthreads();
+  // A lane has columns 2t, 2t+1 of each 8-column tile: pairs, moved as pairs where z, the norm
+  // weights and the output row are aligned for it (the row strides need not be even).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = half == 0 ? row0 : row1;
@@ -144,13 +147,20 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     const int64_t R = ch.first_row + row;
     const float* z = p.z + R * p.ld_z + int64_t{hv} * kD;
     __nv_bfloat16* y = p.out + R * p.ld_out + int64_t{hv} * kD;
+    const bool pairs = (reinterpret_cast<uintptr_t>(z) | reinterpret_cast<uintptr_t>(p.norm_w)) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 4 == 0;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 64 * cb + 8 * nt + 2 * t + e;
-        y[col] = __float2bfloat16_rn(o[nt][2 * half + e] * inv * p.norm_w[col] * silu(z[col]));
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = 64 * cb + 8 * nt + 2 * t;
+      const float2 zz = load_pair(z + col, pairs), nw = load_pair(p.norm_w + col, pairs);
+      const float v0 = o[nt][2 * half] * inv * nw.x * silu(zz.x), v1 = o[nt][2 * half + 1] * inv * nw.y * silu(zz.y);
+      if (pairs) {
+        *reinterpret_cast<uint32_t*>(y + col) = pack_bf16(v0, v1);
+      } else {
+        y[col] = __float2bfloat16_rn(v0);
+        y[col + 1] = __float2bfloat16_rn(v1);
       }
+    }
   }
 }
 

@@ -12,8 +12,10 @@
 //   S_C = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
 // Three kernels: `prepare` (conv, norms, gates, T, W, U; all chunks in parallel), `state` (S
 // carried chunk to chunk, Δ; heads and column slices in parallel) and `output` (O and the gated
-// norm; all chunks in parallel). Products run on tensor cores in tf32 with f32 accumulation; the
-// state itself stays f32 from chunk to chunk.
+// norm; all chunks in parallel). Products run on tensor cores in bf16 with f32 accumulation, their
+// operands (q, k, T, W, Δ, the state snapshots) rounded to bf16 once by whoever writes them; U,
+// the gates and the triangular solve stay f32, and the state itself stays f32 from chunk to chunk
+// (only the copy that feeds a product is rounded).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
