@@ -12,13 +12,15 @@ namespace {
 // rest), and P goes from accumulators to A fragments in registers.
 
 constexpr int kOutputThreads = 256;
-// Shared memory, 86 KiB (two blocks per multiprocessor): every operand whole, bf16. All of it is
-// requested at the start, in three groups in the order the products need them.
+// Shared memory, 103 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k and Δ
+// as hi and lo (deltanet_chunks.cuh), Δ in K's place once P is made. Q, K and S₀ are requested at
+// the start, in two groups in the order the products need them, Δ after P.
 struct OutputSmem {
   alignas(16) __nv_bfloat16 q[kC][kLd128];
-  alignas(16) __nv_bfloat16 k[kC][kLd128];
+  alignas(16) __nv_bfloat16 qlo[kC][kLd128];
+  alignas(16) __nv_bfloat16 k[kC][kLd128];    // K_hi, then Δ_hi
+  alignas(16) __nv_bfloat16 klo[kC][kLd128];  // K_lo, then Δ_lo
   alignas(16) __nv_bfloat16 s0[kD][kLd128];
-  alignas(16) __nv_bfloat16 d[kC][kLd128];
   alignas(16) float gcum[kC];
   float row_ss[2][kC];
 };
@@ -37,40 +39,47 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., O columns 64cb..
-  const uint32_t q_tile = smem_addr(&sm.q[0][0]), k_tile = smem_addr(&sm.k[0][0]), s0_tile = smem_addr(&sm.s0[0][0]),
-                 d_tile = smem_addr(&sm.d[0][0]);
+  const uint32_t q_tile = smem_addr(&sm.q[0][0]), qlo_tile = smem_addr(&sm.qlo[0][0]), k_tile = smem_addr(&sm.k[0][0]),
+                 klo_tile = smem_addr(&sm.klo[0][0]), s0_tile = smem_addr(&sm.s0[0][0]);
+  const uint32_t d_tile = k_tile, dlo_tile = klo_tile;
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
-  copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + (c * p.nk + hk) * kC * kD, kD);
-  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + (c * p.nk + hk) * kC * kD, kD);
+  const int64_t qk_tile = (c * p.nk + hk) * kC * kD;
+  copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.qlo[0][0], kLd128, work.qlo + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   cp_async_commit();
   copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();
-  copy_tile_async<kC, kD>(&sm.d[0][0], kLd128, work.delta + head_tile, kD);
-  cp_async_commit();
-  cp_async_wait<2>();  // Q, K, G
+  cp_async_wait<1>();  // Q, K, G
   __syncthreads();
 
-  uint32_t qf[kD / 16][4];  // A fragments of this warp's 16 Q rows, 16-step by 16-step
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) load_a(qf[ks], q_tile, kLd128, 16 * rb, 16 * ks, lane);
-
-  // P rows 16rb.., columns s < 16(rb+1) (the rest is above the diagonal): B = K rows. Masked and
-  // decayed in the accumulators, then rounded into pf[j], the A fragment of the 16-step s = 16j...
+  // P rows 16rb.., columns s < 16(rb+1) (the rest is above the diagonal): A = Q rows, B = K rows,
+  // Q_hi K_hi + Q_lo K_hi + Q_hi K_lo (Q Kᵀ from bf16 q and k alone costs the output rows, where the
+  // gated norm scales a small O up, several 1e-3). Masked and decayed in the accumulators, then
+  // split into pf[j] and pflo[j], the A fragments (hi, lo) of the 16-step s = 16j...
   const int row0 = 16 * rb + g, row1 = row0 + 8;
-  uint32_t pf[kC / 16][4];
+  uint32_t pf[kC / 16][4], pflo[kC / 16][4];
   {
     float acc[kC / 8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t qa[4], qalo[4];
+      load_a(qa, q_tile, kLd128, 16 * rb, 16 * ks, lane);
+      load_a(qalo, qlo_tile, kLd128, 16 * rb, 16 * ks, lane);
 #pragma unroll
       for (int j = 0; j < kC / 16; ++j)
         if (j <= rb) {
-          uint32_t b[4];
+          uint32_t b[4], blo[4];
           load_b_nk(b, k_tile, kLd128, 16 * ks, 16 * j, lane);
-          mma_pair(acc[2 * j], acc[2 * j + 1], qf[ks], b);
+          load_b_nk(blo, klo_tile, kLd128, 16 * ks, 16 * j, lane);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qa, b);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qalo, b);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qa, blo);
         }
+    }
     const float g0 = sm.gcum[row0], g1 = sm.gcum[row1];
 #pragma unroll
     for (int j = 0; j < kC / 16; ++j) {
@@ -83,22 +92,32 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
           acc[n][i] = col <= row ? acc[n][i] * expf((i >= 2 ? g1 : g0) - sm.gcum[col]) : 0.0f;
         }
       accumulators_to_a(pf[j], acc[2 * j], acc[2 * j + 1]);
+      accumulators_to_a_lo(pflo[j], acc[2 * j], acc[2 * j + 1]);
     }
   }
+  __syncthreads();  // K read by all: Δ (hi, lo) into its place
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.delta + head_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.dlo + head_tile, kD);
+  cp_async_commit();
   cp_async_wait<1>();  // S₀
   __syncthreads();
 
-  // O = Q S₀ (B = S₀, k-major), scaled by γ_t per row; then O += P Δ (B = Δ, k-major) over the
-  // 16-steps on and below the diagonal.
+  // O = (Q_hi + Q_lo) S₀ (B = S₀, k-major), scaled by γ_t per row; then O += P Δ (B = Δ, k-major)
+  // over the 16-steps on and below the diagonal, as P_hi Δ_hi + P_lo Δ_hi + P_hi Δ_lo.
   float o[8][4] = {};
 #pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks)
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t qa[4], qalo[4];
+    load_a(qa, q_tile, kLd128, 16 * rb, 16 * ks, lane);
+    load_a(qalo, qlo_tile, kLd128, 16 * rb, 16 * ks, lane);
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
       uint32_t b[4];
       load_b_kn(b, s0_tile, kLd128, 16 * ks, 64 * cb + 16 * h, lane);
-      mma_pair(o[2 * h], o[2 * h + 1], qf[ks], b);
+      mma_pair(o[2 * h], o[2 * h + 1], qa, b);
+      mma_pair(o[2 * h], o[2 * h + 1], qalo, b);
     }
+  }
   const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
@@ -114,9 +133,12 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     if (j <= rb) {
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
-        uint32_t b[4];
+        uint32_t b[4], blo[4];
         load_b_kn(b, d_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
+        load_b_kn(blo, dlo_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
         mma_pair(o[2 * h], o[2 * h + 1], pf[j], b);
+        mma_pair(o[2 * h], o[2 * h + 1], pflo[j], b);
+        mma_pair(o[2 * h], o[2 * h + 1], pf[j], blo);
       }
     }
 

@@ -13,7 +13,8 @@ constexpr int kPrepareThreads = 256;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
 struct PrepareSmem {
   alignas(16) __nv_bfloat16 k[kC][kLd128];   // K, then X = diag(βγ) K
-  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V
+  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V, hi
+  alignas(16) __nv_bfloat16 vlo[kC][kLd128]; // Y, lo
   alignas(16) float l[kC][kLdTri];           // L, f32
   alignas(16) float ti[kC][kLdTri];          // T = (I + L)⁻¹, f32
   alignas(16) __nv_bfloat16 tb[kC][kLd64];   // T rounded for the products
@@ -69,8 +70,9 @@ __device__ __forceinline__ void l2_normalize_rows(float4 (&y)[kConvRows + K - 1]
   }
 }
 
-// Four f32 as four bf16 (8 bytes), in order.
+// Four f32 as four bf16 (8 bytes), in order: their hi parts, or their lo parts.
 __device__ __forceinline__ uint2 pack_bf16x4(float4 x) { return make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w)); }
+__device__ __forceinline__ uint2 pack_bf16x4_lo(float4 x) { return make_uint2(pack_bf16_lo(x.x, x.y), pack_bf16_lo(x.z, x.w)); }
 
 // β = sigmoid(b) of chunk row `row` of value head hv; 0 past the chunk's end, so those rows change
 // nothing. The same expression wherever β is formed, so every copy has the same bits.
@@ -87,11 +89,13 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   const int ratio = p.nv / p.nk, hk = hv / ratio;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
-  const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), t_tile = smem_addr(&sm.tb[0][0]);
+  const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), vlo_tile = smem_addr(&sm.vlo[0][0]),
+                 t_tile = smem_addr(&sm.tb[0][0]);
 
   // q, k, v of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
-  // workspace by the first value head of the key head, k there too and to shared memory, v times β
-  // to shared memory (rounded once: Y = diag(β) V is all the products need of V).
+  // workspace as hi and lo by the first value head of the key head, k there too and its hi to
+  // shared memory, v times β to shared memory as hi and lo (Y = diag(β) V is all the products need
+  // of V).
   {
     const bool writer = hv % ratio == 0;
     const int r0 = kConvRows * warp;
@@ -101,7 +105,10 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
       l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
       __nv_bfloat16* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-      for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<uint2*>(qn + i * kD) = pack_bf16x4(y[i]);
+      for (int i = 0; i < kConvRows; ++i) {
+        *reinterpret_cast<uint2*>(qn + i * kD) = pack_bf16x4(y[i]);
+        *reinterpret_cast<uint2*>(qn + (work.qlo - work.qn) + i * kD) = pack_bf16x4_lo(y[i]);
+      }
     }
     conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
     l2_normalize_rows(y, 1.0f);
@@ -110,14 +117,19 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     for (int i = 0; i < kConvRows; ++i) {
       const uint2 k = pack_bf16x4(y[i]);
       *reinterpret_cast<uint2*>(&sm.k[r0 + i][4 * lane]) = k;
-      if (writer) *reinterpret_cast<uint2*>(kn + i * kD) = k;
+      if (writer) {
+        *reinterpret_cast<uint2*>(kn + i * kD) = k;
+        *reinterpret_cast<uint2*>(kn + (work.klo - work.kn) + i * kD) = pack_bf16x4_lo(y[i]);
+      }
     }
     const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
     conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
 #pragma unroll
     for (int i = 0; i < kConvRows; ++i) {
       const float b = __shfl_sync(0xffffffffu, beta_lane, i);
-      *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w));
+      const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
+      *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
+      *reinterpret_cast<uint2*>(&sm.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
     }
   }
   // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
@@ -243,7 +255,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   }
   __syncthreads();
   // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
-  // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only.
+  // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only. U = T (Y_hi + Y_lo): the
+  // rounding of Y would otherwise reach the state undamped.
   const int rb = warp % 4, cb = warp / 4;
 #pragma unroll 1
   for (int which = 0; which < 2; ++which) {
@@ -257,6 +270,10 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         uint32_t b[4];
         load_b_kn(b, src, kLd128, k0, 64 * cb + 16 * h, lane);
         mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+        if (which == 1) {
+          load_b_kn(b, vlo_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+        }
       }
     }
     const int row = 16 * rb + g;

@@ -10,8 +10,8 @@ namespace {
 // what the products read of it is a bf16 copy, remade at each chunk's start.
 
 constexpr int kStateThreads = 256;
-// One chunk's inputs. Two of them: chunk c+1's arrive while chunk c is worked on (104 KiB in all,
-// two blocks per multiprocessor on Hopper).
+// One chunk's inputs. Two of them: chunk c+1's arrive while chunk c is worked on (109 KiB in all
+// with S₀ and the weighted Δ; two blocks per multiprocessor on Hopper, no room for a K_lo tile).
 struct StateInputs {
   alignas(16) __nv_bfloat16 w[kC][kLd128];
   alignas(16) __nv_bfloat16 k[kC][kLd128];
@@ -21,7 +21,8 @@ struct StateInputs {
 struct StateSmem {
   StateInputs in[2];
   alignas(16) __nv_bfloat16 h[kD][kLd32];  // S₀ (k-major: row i is the k index of W S₀)
-  alignas(16) __nv_bfloat16 d[kC][kLd32];  // Δ rows times e^{G_C−G_t}
+  alignas(16) __nv_bfloat16 d[kC][kLd32];    // Δ rows times e^{G_C−G_t}, hi
+  alignas(16) __nv_bfloat16 dlo[kC][kLd32];  // ... lo
 };
 
 __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetDecodeArgs p, const Work work) {
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float* state = p.rec_state + int64_t{sp.slot} * p.rec_slot_stride + int64_t{hv} * kD * kD;
-  const uint32_t h_tile = smem_addr(&sm.h[0][0]), d_tile = smem_addr(&sm.d[0][0]);
+  const uint32_t h_tile = smem_addr(&sm.h[0][0]), d_tile = smem_addr(&sm.d[0][0]), dlo_tile = smem_addr(&sm.dlo[0][0]);
 
   // s[nt]: rows 16w + g (+8), columns j0 + 8nt + 2t (+1).
   const int srow = 16 * warp + g;
@@ -85,9 +86,23 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
       }
     }
     const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
+    // The A fragments of K_loᵀ for the state update, straight from the workspace (there is no room
+    // for a K_lo tile at two blocks per multiprocessor): A(m, k) = K_lo[k][m], m = 16w + g (+8),
+    // k = 16ks + 2t (+1, +8, +9). Requested now, used after Δ.
+    uint32_t klo[kC / 16][4];
+    {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(work.klo + (c * p.nk + hk) * kC * kD) + 16 * warp + g;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint16_t* e = src + (16 * ks + 2 * t + (i / 2) * 8) * kD + (i % 2) * 8;
+          klo[ks][i] = uint32_t{e[0]} | uint32_t{e[kD]} << 16;
+        }
+    }
 
     // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
-    // the workspace as is (for `output`), to shared memory times e^{G_C−G_t} (the state update's
+    // the workspace as is, hi and lo (for `output`), to shared memory times e^{G_C−G_t} (the state update's
     // row weights).
     {
       const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
@@ -112,13 +127,19 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
         const float2 hi = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
         *reinterpret_cast<uint32_t*>(&sm.d[row][col]) = pack_bf16(lo.x * w0, lo.y * w0);
         *reinterpret_cast<uint32_t*>(&sm.d[row + 8][col]) = pack_bf16(hi.x * w1, hi.y * w1);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row][col]) = pack_bf16_lo(lo.x * w0, lo.y * w0);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row + 8][col]) = pack_bf16_lo(hi.x * w1, hi.y * w1);
         *reinterpret_cast<uint32_t*>(delta + row * kD + col) = pack_bf16(lo.x, lo.y);
         *reinterpret_cast<uint32_t*>(delta + (row + 8) * kD + col) = pack_bf16(hi.x, hi.y);
+        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + row * kD + col) = pack_bf16_lo(lo.x, lo.y);
+        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + (row + 8) * kD + col) = pack_bf16_lo(hi.x, hi.y);
       }
     }
     __syncthreads();  // the weighted Δ whole; S₀'s copy free
 
-    // S = γ_C S₀ + Kᵀ diag(e^{G_C−G_t}) Δ: A = Kᵀ (K stored [t][i]), B = weighted Δ (k-major).
+    // S = γ_C S₀ + Kᵀ diag(e^{G_C−G_t}) Δ: A = Kᵀ (K stored [t][i]), B = weighted Δ (k-major),
+    // both split: K_hiᵀ Δ_hi + K_loᵀ Δ_hi + K_hiᵀ Δ_lo (each rounding alone would cost the carried
+    // state ~1.6e-3 relative).
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -130,9 +151,12 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
       load_a_t(a, k_tile, kLd128, 16 * warp, k0, lane);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        uint32_t b[4];
+        uint32_t b[4], blo[4];
         load_b_kn(b, d_tile, kLd32, k0, 16 * h, lane);
+        load_b_kn(blo, dlo_tile, kLd32, k0, 16 * h, lane);
         mma_pair(s[2 * h], s[2 * h + 1], a, b);
+        mma_pair(s[2 * h], s[2 * h + 1], klo[k0 / 16], b);
+        mma_pair(s[2 * h], s[2 * h + 1], a, blo);
       }
     }
   }

@@ -38,15 +38,19 @@ struct ChunkMeta {
 };
 
 // The workspace: metadata, then per-chunk intermediates, each chunk's tile contiguous. What feeds a
-// product is bf16; U is only subtracted from, so it stays f32.
+// product is bf16, as hi and lo where one bf16 is not precise enough (deltanet_prefill.h); U is
+// only subtracted from, so it stays f32.
 struct Work {
   const SpanMeta* spans;
   const ChunkMeta* chunks;
-  __nv_bfloat16* qn;     // [C][nk][64][128] normalised, scaled q
-  __nv_bfloat16* kn;     // [C][nk][64][128] normalised k
+  __nv_bfloat16* qn;     // [C][nk][64][128] normalised, scaled q, rounded (hi)
+  __nv_bfloat16* kn;     // [C][nk][64][128] normalised k, rounded (hi)
+  __nv_bfloat16* qlo;    // [C][nk][64][128] q − hi, rounded (lo): q ≈ hi + lo to ~16 bits
+  __nv_bfloat16* klo;    // [C][nk][64][128] k − hi, rounded (lo)
   __nv_bfloat16* w;      // [C][nv][64][128] W = T diag(βγ) K
   float* u;              // [C][nv][64][128] U = T diag(β) V
-  __nv_bfloat16* delta;  // [C][nv][64][128] Δ = U − W S₀
+  __nv_bfloat16* delta;  // [C][nv][64][128] Δ = U − W S₀, hi
+  __nv_bfloat16* dlo;    // [C][nv][64][128] Δ, lo
   float* gcum;           // [C][nv][64] cumulative log decay G_t
   __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
 };
@@ -96,6 +100,21 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float 
   a[1] = pack_bf16(c0[2], c0[3]);
   a[2] = pack_bf16(c1[0], c1[1]);
   a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// x split for products that need more than bf16's 8 bits: x ≈ hi + lo, hi = bf16(x), lo = bf16(x − hi)
+// (~16 bits). A product a·b then runs as hi·hi + lo·hi + hi·lo on the same tensor cores, f32
+// accumulation; lo·lo is below f32 accumulation's own error.
+__device__ __forceinline__ float bf16_hi(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+// The lo parts of two values, packed as pack_bf16 packs them.
+__device__ __forceinline__ uint32_t pack_bf16_lo(float x0, float x1) { return pack_bf16(x0 - bf16_hi(x0), x1 - bf16_hi(x1)); }
+
+// The lo parts of the same.
+__device__ __forceinline__ void accumulators_to_a_lo(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack_bf16_lo(c0[0], c0[1]);
+  a[1] = pack_bf16_lo(c0[2], c0[3]);
+  a[2] = pack_bf16_lo(c1[0], c1[1]);
+  a[3] = pack_bf16_lo(c1[2], c1[3]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
