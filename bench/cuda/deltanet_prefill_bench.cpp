@@ -3,7 +3,7 @@
 //
 // The ceiling measured in the same run is the copy bandwidth, against the bytes the layer must move
 // at least (f32 projections in, bf16 output out: the intermediates are extra traffic); the rate of
-// the chunked form's products (tf32 tensor cores) is printed beside it.
+// the chunked form's products (bf16 tensor cores, f32 accumulation) is printed beside it.
 // The peer figure is FLA's Triton kernel at Qwen3.5-27B shapes on this H200: 1.13 ms per layer at
 // 8k rows, 3.4 ms at 32k (../shared/reference/peer-engines.md). Time per call: median of samples.
 #include <algorithm>

@@ -35,10 +35,4 @@ __device__ __forceinline__ void copy_head_row_async(uint32_t tile, int row, cons
   cp_async16(tile + swizzled(row, lane), src + 8 * lane, fill);
 }
 
-// Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 }  // namespace qwenrt::cuda

@@ -7,20 +7,28 @@ namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
 // output: one block per (chunk, value head). P = (Q Kᵀ) ⊙ e^{G_t−G_s} on and below the diagonal,
-// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of P
-// 32(w/4).., columns of O 64(w/4)...
+// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of O
+// 64(w/4)..; the two warps of a row block each form the P rows they need (P is cheap next to the
+// rest), and P goes from accumulators to A fragments in registers.
 
 constexpr int kOutputThreads = 256;
-// Shared memory over time, 103 KiB (two blocks per multiprocessor): Q, K and Δ arrive first. Each
-// warp then keeps its Q rows as fragments in registers, which frees Q's tile for S₀: its rows
-// 0..63 arrive while P = Q Kᵀ is computed, its rows 64..127 while P Δ is; P takes K's tile.
+// Shared memory, 103 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k and Δ
+// as hi and lo (deltanet_chunks.cuh), Δ in K's place once P is made. Q, K and S₀ are requested at
+// the start, in two groups in the order the products need them, Δ after P.
 struct OutputSmem {
-  alignas(16) float qs[kC][kLdCol];  // Q, then S₀ rows 0..63, then S₀ rows 64..127
-  alignas(16) float k[kC][kLdRow];   // K, then P (row stride kLdTri)
-  alignas(16) float d[kC][kLdCol];
+  alignas(16) __nv_bfloat16 q[kC][kLd128];
+  alignas(16) __nv_bfloat16 qlo[kC][kLd128];
+  alignas(16) __nv_bfloat16 k[kC][kLd128];    // K_hi, then Δ_hi
+  alignas(16) __nv_bfloat16 klo[kC][kLd128];  // K_lo, then Δ_lo
+  alignas(16) __nv_bfloat16 s0[kD][kLd128];
   alignas(16) float gcum[kC];
   float row_ss[2][kC];
 };
+
+// Two adjacent values of a row, as one 8-byte load where the address allows it.
+__device__ __forceinline__ float2 load_pair(const float* p, bool aligned) {
+  return aligned ? *reinterpret_cast<const float2*>(p) : make_float2(p[0], p[1]);
+}
 
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
@@ -30,94 +38,109 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const ChunkMeta ch = work.chunks[c];
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., P columns 32cb.., O columns 64cb..
+  const int rb = warp % 4, cb = warp / 4;  // rows 16rb.., O columns 64cb..
+  const uint32_t q_tile = smem_addr(&sm.q[0][0]), qlo_tile = smem_addr(&sm.qlo[0][0]), k_tile = smem_addr(&sm.k[0][0]),
+                 klo_tile = smem_addr(&sm.klo[0][0]), s0_tile = smem_addr(&sm.s0[0][0]);
+  const uint32_t d_tile = k_tile, dlo_tile = klo_tile;
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
-  const float* s0 = work.h + (c * p.nv + hv) * kD * kD;
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, work.qn + (c * p.nk + hk) * kC * kD, kD);
-  copy_tile_async<kC, kD>(&sm.k[0][0], kLdRow, work.kn + (c * p.nk + hk) * kC * kD, kD);
+  const int64_t qk_tile = (c * p.nk + hk) * kC * kD;
+  copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.qlo[0][0], kLd128, work.qlo + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   cp_async_commit();
-  copy_tile_async<kC, kD>(&sm.d[0][0], kLdCol, work.delta + head_tile, kD);
+  copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();
-  cp_async_wait<1>();
+  cp_async_wait<1>();  // Q, K, G
   __syncthreads();
 
-  uint32_t qf[kD / 8][4];  // A fragments of this warp's 16 Q rows, k-step by k-step
-#pragma unroll
-  for (int ks = 0; ks < kD / 8; ++ks) load_a(qf[ks], &sm.qs[0][0], kLdCol, 16 * rb, 8 * ks, g, t);
-  __syncthreads();  // every warp holds its Q: the tile takes S₀ rows 0..63
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0, kD);
-  cp_async_commit();
-
-  float* pm = &sm.k[0][0];  // P, row stride kLdTri, once K is no longer read
+  // P rows 16rb.., columns s < 16(rb+1) (the rest is above the diagonal): A = Q rows, B = K rows,
+  // Q_hi K_hi + Q_lo K_hi + Q_hi K_lo (Q Kᵀ from bf16 q and k alone costs the output rows, where the
+  // gated norm scales a small O up, several 1e-3). Masked and decayed in the accumulators, then
+  // split into pf[j] and pflo[j], the A fragments (hi, lo) of the 16-step s = 16j...
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
+  uint32_t pf[kC / 16][4], pflo[kC / 16][4];
   {
-    float acc[4][4] = {};
-    if (32 * cb <= 16 * rb + 15) {  // else the whole 16×32 tile is above the diagonal
+    float acc[kC / 8][4] = {};
 #pragma unroll
-      for (int ks = 0; ks < kD / 8; ++ks)
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t qa[4], qalo[4];
+      load_a(qa, q_tile, kLd128, 16 * rb, 16 * ks, lane);
+      load_a(qalo, qlo_tile, kLd128, 16 * rb, 16 * ks, lane);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          uint32_t b[2];
-          load_b_nk(b, &sm.k[0][0], kLdRow, 8 * ks, 32 * cb + 8 * nt, g, t);
-          mma_tf32_1688(acc[nt], qf[ks], b);
+      for (int j = 0; j < kC / 16; ++j)
+        if (j <= rb) {
+          uint32_t b[4], blo[4];
+          load_b_nk(b, k_tile, kLd128, 16 * ks, 16 * j, lane);
+          load_b_nk(blo, klo_tile, kLd128, 16 * ks, 16 * j, lane);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qa, b);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qalo, b);
+          mma_pair(acc[2 * j], acc[2 * j + 1], qa, blo);
         }
     }
-    __syncthreads();  // every warp is done with K
+    const float g0 = sm.gcum[row0], g1 = sm.gcum[row1];
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int j = 0; j < kC / 16; ++j) {
+      if (j > rb) continue;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * nt + 2 * t + (i & 1);
-        pm[row * kLdTri + col] = col <= row ? tf32(acc[nt][i] * expf(sm.gcum[row] - sm.gcum[col])) : 0.0f;
-      }
+      for (int n = 2 * j; n < 2 * j + 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = i >= 2 ? row1 : row0, col = 8 * n + 2 * t + (i & 1);
+          acc[n][i] = col <= row ? acc[n][i] * expf((i >= 2 ? g1 : g0) - sm.gcum[col]) : 0.0f;
+        }
+      accumulators_to_a(pf[j], acc[2 * j], acc[2 * j + 1]);
+      accumulators_to_a_lo(pflo[j], acc[2 * j], acc[2 * j + 1]);
+    }
   }
-  cp_async_wait<0>();  // Δ and S₀ rows 0..63
+  __syncthreads();  // K read by all: Δ (hi, lo) into its place
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.delta + head_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.dlo + head_tile, kD);
+  cp_async_commit();
+  cp_async_wait<1>();  // S₀
   __syncthreads();
 
-  // o = Q S₀ (two halves of k), scaled by γ per row; o2 = P Δ, computed while the second half loads.
+  // O = (Q_hi + Q_lo) S₀ (B = S₀, k-major), scaled by γ_t per row; then O += P Δ (B = Δ, k-major)
+  // over the 16-steps on and below the diagonal, as P_hi Δ_hi + P_lo Δ_hi + P_hi Δ_lo.
   float o[8][4] = {};
 #pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks)
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t qa[4], qalo[4];
+    load_a(qa, q_tile, kLd128, 16 * rb, 16 * ks, lane);
+    load_a(qalo, qlo_tile, kLd128, 16 * rb, 16 * ks, lane);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], qf[ks], b);
-    }
-  __syncthreads();  // S₀ rows 0..63 done with
-  copy_tile_async<kC, kD>(&sm.qs[0][0], kLdCol, s0 + kC * kD, kD);
-  cp_async_commit();
-  float o2[8][4] = {};
-  for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
-    uint32_t a[4];
-    load_a(a, pm, kLdTri, 16 * rb, 8 * ks, g, t);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.d[0][0], kLdCol, 8 * ks, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o2[nt], a, b);
+    for (int h = 0; h < 4; ++h) {
+      uint32_t b[4];
+      load_b_kn(b, s0_tile, kLd128, 16 * ks, 64 * cb + 16 * h, lane);
+      mma_pair(o[2 * h], o[2 * h + 1], qa, b);
+      mma_pair(o[2 * h], o[2 * h + 1], qalo, b);
     }
   }
-  cp_async_wait<0>();
-  __syncthreads();
-#pragma unroll
-  for (int ks = kD / 16; ks < kD / 8; ++ks)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      uint32_t b[2];
-      load_b_kn(b, &sm.qs[0][0], kLdCol, 8 * ks - kC, 64 * cb + 8 * nt, g, t);
-      mma_tf32_1688(o[nt], qf[ks], b);
-    }
-  const int row0 = 16 * rb + g, row1 = row0 + 8;
   const float e0 = expf(sm.gcum[row0]), e1 = expf(sm.gcum[row1]);
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    o[nt][0] = o[nt][0] * e0 + o2[nt][0];
-    o[nt][1] = o[nt][1] * e0 + o2[nt][1];
-    o[nt][2] = o[nt][2] * e1 + o2[nt][2];
-    o[nt][3] = o[nt][3] * e1 + o2[nt][3];
+    o[nt][0] *= e0;
+    o[nt][1] *= e0;
+    o[nt][2] *= e1;
+    o[nt][3] *= e1;
   }
+  cp_async_wait<0>();  // Δ
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kC / 16; ++j)
+    if (j <= rb) {
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        uint32_t b[4], blo[4];
+        load_b_kn(b, d_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
+        load_b_kn(blo, dlo_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
+        mma_pair(o[2 * h], o[2 * h + 1], pf[j], b);
+        mma_pair(o[2 * h], o[2 * h + 1], pflo[j], b);
+        mma_pair(o[2 * h], o[2 * h + 1], pf[j], blo);
+      }
+    }
 
   // Gated RMSNorm over the head's 128 columns: quad sums, then the two column halves' warps.
   float ss0 = 0.0f, ss1 = 0.0f;
@@ -136,6 +159,8 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     sm.row_ss[cb][row1] = ss1;
   }
   __syncthreads();
+  // A lane has columns 2t, 2t+1 of each 8-column tile: pairs, moved as pairs where z, the norm
+  // weights and the output row are aligned for it (the row strides need not be even).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = half == 0 ? row0 : row1;
@@ -144,13 +169,20 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     const int64_t R = ch.first_row + row;
     const float* z = p.z + R * p.ld_z + int64_t{hv} * kD;
     __nv_bfloat16* y = p.out + R * p.ld_out + int64_t{hv} * kD;
+    const bool pairs = (reinterpret_cast<uintptr_t>(z) | reinterpret_cast<uintptr_t>(p.norm_w)) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 4 == 0;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 64 * cb + 8 * nt + 2 * t + e;
-        y[col] = __float2bfloat16_rn(o[nt][2 * half + e] * inv * p.norm_w[col] * silu(z[col]));
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = 64 * cb + 8 * nt + 2 * t;
+      const float2 zz = load_pair(z + col, pairs), nw = load_pair(p.norm_w + col, pairs);
+      const float v0 = o[nt][2 * half] * inv * nw.x * silu(zz.x), v1 = o[nt][2 * half + 1] * inv * nw.y * silu(zz.y);
+      if (pairs) {
+        *reinterpret_cast<uint32_t*>(y + col) = pack_bf16(v0, v1);
+      } else {
+        y[col] = __float2bfloat16_rn(v0);
+        y[col + 1] = __float2bfloat16_rn(v1);
       }
+    }
   }
 }
 

@@ -12,10 +12,12 @@ namespace {
 constexpr int kPrepareThreads = 256;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
 struct PrepareSmem {
-  alignas(16) float k[kC][kLdRow];
-  alignas(16) float v[kC][kLdCol];
-  alignas(16) float l[kC][kLdTri];
-  alignas(16) float ti[kC][kLdTri];
+  alignas(16) __nv_bfloat16 k[kC][kLd128];   // K, then X = diag(βγ) K
+  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V, hi
+  alignas(16) __nv_bfloat16 vlo[kC][kLd128]; // Y, lo
+  alignas(16) float l[kC][kLdTri];           // L, f32
+  alignas(16) float ti[kC][kLdTri];          // T = (I + L)⁻¹, f32
+  alignas(16) __nv_bfloat16 tb[kC][kLd64];   // T rounded for the products
   alignas(16) float partial[3 * 256];
   float beta[kC], gcum[kC];
 };
@@ -68,6 +70,16 @@ __device__ __forceinline__ void l2_normalize_rows(float4 (&y)[kConvRows + K - 1]
   }
 }
 
+// Four f32 as four bf16 (8 bytes), in order: their hi parts, or their lo parts.
+__device__ __forceinline__ uint2 pack_bf16x4(float4 x) { return make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w)); }
+__device__ __forceinline__ uint2 pack_bf16x4_lo(float4 x) { return make_uint2(pack_bf16_lo(x.x, x.y), pack_bf16_lo(x.z, x.w)); }
+
+// β = sigmoid(b) of chunk row `row` of value head hv; 0 past the chunk's end, so those rows change
+// nothing. The same expression wherever β is formed, so every copy has the same bits.
+__device__ __forceinline__ float beta_of(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int row, int hv) {
+  return row < ch.rows ? sigmoid(p.b[int64_t{ch.first_row + row} * p.ld_ba + hv]) : 0.0f;
+}
+
 __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
@@ -77,10 +89,13 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   const int ratio = p.nv / p.nk, hk = hv / ratio;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
+  const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), vlo_tile = smem_addr(&sm.vlo[0][0]),
+                 t_tile = smem_addr(&sm.tb[0][0]);
 
   // q, k, v of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
-  // workspace by the first value head of the key head, k there too and to shared memory, v to
-  // shared memory.
+  // workspace as hi and lo by the first value head of the key head, k there too and its hi to
+  // shared memory, v times β to shared memory as hi and lo (Y = diag(β) V is all the products need
+  // of V).
   {
     const bool writer = hv % ratio == 0;
     const int r0 = kConvRows * warp;
@@ -88,32 +103,40 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     if (writer) {
       conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
       l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
-      float* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+      __nv_bfloat16* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-      for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(qn + i * kD) = tf32(y[i]);
+      for (int i = 0; i < kConvRows; ++i) {
+        *reinterpret_cast<uint2*>(qn + i * kD) = pack_bf16x4(y[i]);
+        *reinterpret_cast<uint2*>(qn + (work.qlo - work.qn) + i * kD) = pack_bf16x4_lo(y[i]);
+      }
     }
     conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
     l2_normalize_rows(y, 1.0f);
-    float* kn = work.kn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+    __nv_bfloat16* kn = work.kn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
     for (int i = 0; i < kConvRows; ++i) {
-      const float4 k = tf32(y[i]);
-      *reinterpret_cast<float4*>(&sm.k[r0 + i][4 * lane]) = k;
-      if (writer) *reinterpret_cast<float4*>(kn + i * kD) = k;
+      const uint2 k = pack_bf16x4(y[i]);
+      *reinterpret_cast<uint2*>(&sm.k[r0 + i][4 * lane]) = k;
+      if (writer) {
+        *reinterpret_cast<uint2*>(kn + i * kD) = k;
+        *reinterpret_cast<uint2*>(kn + (work.klo - work.kn) + i * kD) = pack_bf16x4_lo(y[i]);
+      }
     }
+    const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
     conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
 #pragma unroll
-    for (int i = 0; i < kConvRows; ++i) *reinterpret_cast<float4*>(&sm.v[r0 + i][4 * lane]) = y[i];
+    for (int i = 0; i < kConvRows; ++i) {
+      const float b = __shfl_sync(0xffffffffu, beta_lane, i);
+      const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
+      *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
+      *reinterpret_cast<uint2*>(&sm.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
+    }
   }
   // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
   if (tid < kC) {
-    float beta = 0.0f, gl = 0.0f;
-    if (tid < ch.rows) {
-      const int64_t row = ch.first_row + tid;
-      beta = sigmoid(p.b[row * p.ld_ba + hv]);
-      gl = p.neg_exp_a[hv] * softplus(p.a[row * p.ld_ba + hv] + p.dt_bias[hv]);
-    }
-    sm.beta[tid] = beta;
+    float gl = 0.0f;
+    if (tid < ch.rows) gl = p.neg_exp_a[hv] * softplus(p.a[int64_t{ch.first_row + tid} * p.ld_ba + hv] + p.dt_bias[hv]);
+    sm.beta[tid] = beta_of(p, ch, tid, hv);
     sm.gcum[tid] = gl;
   }
   __syncthreads();
@@ -134,20 +157,22 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   __syncthreads();
   if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
 
-  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal. Warp w: rows 16(w%4).., columns 32(w/4)..
-  // (tiles wholly above the diagonal are skipped).
+  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal: A = K rows, B = K rows (B(k, n) = K[n][k]).
+  // Warp w: rows 16(w%4).., columns 32(w/4).. in two 16-column halves; halves wholly above the
+  // diagonal are skipped (the condition is the warp's, as ldmatrix needs).
   {
     const int rb = warp % 4, cb = warp / 4;
     float acc[4][4] = {};
-    for (int k0 = 0; k0 < kD; k0 += 8) {
-      uint32_t a[4];
-      load_a(a, &sm.k[0][0], kLdRow, 16 * rb, k0, g, t);
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
-        if (32 * cb + 8 * n < 16 * (rb + 1)) {
-          uint32_t b[2];
-          load_b_nk(b, &sm.k[0][0], kLdRow, k0, 32 * cb + 8 * n, g, t);
-          mma_tf32_1688(acc[n], a, b);
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a[4];
+      load_a(a, k_tile, kLd128, 16 * rb, k0, lane);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (32 * cb + 16 * h < 16 * (rb + 1)) {
+          uint32_t b[4];
+          load_b_nk(b, k_tile, kLd128, k0, 32 * cb + 16 * h, lane);
+          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
         }
       }
     }
@@ -161,7 +186,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   }
   __syncthreads();
 
-  // T = (I + L)⁻¹ by 16×16 blocks. Diagonal blocks: forward substitution, a column per thread.
+  // T = (I + L)⁻¹ by 16×16 blocks, in f32. Diagonal blocks: forward substitution, a column per thread.
   if (tid < 64) {
     const int o = 16 * (tid / 16), col = tid % 16;
     float x[16];
@@ -212,44 +237,63 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     __syncthreads();
   }
 
-  // X = diag(βγ) K and Y = diag(β) V in place, T rounded for the products; then W = T X and
-  // U = T Y (T is lower triangular: warp w needs k < 16(w+1)).
-  for (int e = tid; e < kC * kD / 4; e += kPrepareThreads) {
-    const int r = e / (kD / 4), c4 = e % (kD / 4);
-    const float bk = sm.beta[r] * expf(sm.gcum[r]), bv = sm.beta[r];
-    float4& k4 = *reinterpret_cast<float4*>(&sm.k[r][4 * c4]);
-    float4& v4 = *reinterpret_cast<float4*>(&sm.v[r][4 * c4]);
-    k4 = tf32(make_float4(k4.x * bk, k4.y * bk, k4.z * bk, k4.w * bk));
-    v4 = tf32(make_float4(v4.x * bv, v4.y * bv, v4.z * bv, v4.w * bv));
+  // X = diag(βγ) K in place (8 values per step), T rounded to bf16; then W = T X and U = T Y.
+  for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
+    const int r = e / (kD / 8), c8 = e % (kD / 8);
+    const float bk = sm.beta[r] * expf(sm.gcum[r]);
+    auto scaled = [bk](uint32_t pair) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pair));
+      return pack_bf16(f.x * bk, f.y * bk);
+    };
+    uint4& k8 = *reinterpret_cast<uint4*>(&sm.k[r][8 * c8]);
+    const uint4 x = k8;
+    k8 = make_uint4(scaled(x.x), scaled(x.y), scaled(x.z), scaled(x.w));
   }
-  for (int e = tid; e < kC * kC; e += kPrepareThreads) sm.ti[e / kC][e % kC] = tf32(sm.ti[e / kC][e % kC]);
+  for (int e = tid; e < kC * kC / 4; e += kPrepareThreads) {
+    const int r = e / (kC / 4), c4 = e % (kC / 4);
+    *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.ti[r][4 * c4]));
+  }
   __syncthreads();
-  // Warp w: rows 16(w%4).., columns 64(w/4)...
+  // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
+  // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only. U = T (Y_hi + Y_lo): the
+  // rounding of Y would otherwise reach the state undamped.
   const int rb = warp % 4, cb = warp / 4;
 #pragma unroll 1
   for (int which = 0; which < 2; ++which) {
-    const float* src = which == 0 ? &sm.k[0][0] : &sm.v[0][0];
-    const int ld = which == 0 ? kLdRow : kLdCol;
-    float* dst = (which == 0 ? work.w : work.u) + (int64_t{c} * p.nv + hv) * kC * kD;
-    const bool round = which == 0;  // W feeds a product in `state`; U is only subtracted from
+    const uint32_t src = which == 0 ? k_tile : v_tile;
     float acc[8][4] = {};
-    for (int ks = 0; ks < 2 * (rb + 1); ++ks) {
+    for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
       uint32_t a[4];
-      load_a(a, &sm.ti[0][0], kLdTri, 16 * rb, 8 * ks, g, t);
+      load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        uint32_t b[2];
-        load_b_kn(b, src, ld, 8 * ks, 64 * cb + 8 * n, g, t);
-        mma_tf32_1688(acc[n], a, b);
+      for (int h = 0; h < 4; ++h) {
+        uint32_t b[4];
+        load_b_kn(b, src, kLd128, k0, 64 * cb + 16 * h, lane);
+        mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+        if (which == 1) {
+          load_b_kn(b, vlo_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+        }
       }
     }
     const int row = 16 * rb + g;
+    const int64_t tile = (int64_t{c} * p.nv + hv) * kC * kD;
+    if (which == 0) {  // W feeds a product in `state`: bf16
+      __nv_bfloat16* dst = work.w + tile;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      const int col = 64 * cb + 8 * n + 2 * t;
-      auto r = [&](float x) { return round ? tf32(x) : x; };
-      *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(r(acc[n][0]), r(acc[n][1]));
-      *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(r(acc[n][2]), r(acc[n][3]));
+      for (int n = 0; n < 8; ++n) {
+        const int col = 64 * cb + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t*>(dst + row * kD + col) = pack_bf16(acc[n][0], acc[n][1]);
+        *reinterpret_cast<uint32_t*>(dst + (row + 8) * kD + col) = pack_bf16(acc[n][2], acc[n][3]);
+      }
+    } else {  // U is only subtracted from: f32
+      float* dst = work.u + tile;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int col = 64 * cb + 8 * n + 2 * t;
+        *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(acc[n][0], acc[n][1]);
+        *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(acc[n][2], acc[n][3]);
+      }
     }
   }
 }

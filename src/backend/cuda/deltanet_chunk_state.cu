@@ -6,16 +6,23 @@ namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
 // state: one block per (32 state columns, value head, span), walking the span's chunks in order.
-// The block's 128×32 slice of S lives in the warps' accumulators (warp w: rows 16w..16w+15).
+// The block's 128×32 slice of S lives in the warps' f32 accumulators (warp w: rows 16w..16w+15);
+// what the products read of it is a bf16 copy, remade at each chunk's start.
 
 constexpr int kStateThreads = 256;
-struct StateSmem {
-  alignas(16) float w[kC][kLdRow];
-  alignas(16) float k[kC][kLdCol];
-  alignas(16) float u[kC][kLdSlice];
-  alignas(16) float h[kD][kLdSlice];
-  alignas(16) float d[kC][kLdSlice];
+// One chunk's inputs. Two of them: chunk c+1's arrive while chunk c is worked on (109 KiB in all
+// with S₀ and the weighted Δ; two blocks per multiprocessor on Hopper, no room for a K_lo tile).
+struct StateInputs {
+  alignas(16) __nv_bfloat16 w[kC][kLd128];
+  alignas(16) __nv_bfloat16 k[kC][kLd128];
+  alignas(16) float u[kC][kLdU];  // the block's columns
   alignas(16) float gcum[kC];
+};
+struct StateSmem {
+  StateInputs in[2];
+  alignas(16) __nv_bfloat16 h[kD][kLd32];  // S₀ (k-major: row i is the k index of W S₀)
+  alignas(16) __nv_bfloat16 d[kC][kLd32];    // Δ rows times e^{G_C−G_t}, hi
+  alignas(16) __nv_bfloat16 dlo[kC][kLd32];  // ... lo
 };
 
 __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetDecodeArgs p, const Work work) {
@@ -26,6 +33,7 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float* state = p.rec_state + int64_t{sp.slot} * p.rec_slot_stride + int64_t{hv} * kD * kD;
+  const uint32_t h_tile = smem_addr(&sm.h[0][0]), d_tile = smem_addr(&sm.d[0][0]), dlo_tile = smem_addr(&sm.dlo[0][0]);
 
   // s[nt]: rows 16w + g (+8), columns j0 + 8nt + 2t (+1).
   const int srow = 16 * warp + g;
@@ -41,93 +49,116 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
     s[nt][3] = hi.y;
   }
 
-  // Loads run one step ahead: W, U and G of chunk c+1 (group "WUG") while S is updated with chunk
-  // c's K; K of chunk c+1 (group "K") while chunk c+1's Δ is computed. cp.async groups complete in
-  // commit order, so "wait until one group is pending" waits for the older of the two.
-  auto load_wug = [&](int64_t c) {
+  // A chunk's W, K, U and G as one group of asynchronous copies, issued a whole chunk ahead.
+  auto load = [&](int64_t c, StateInputs& in) {
     const int64_t head_tile = (c * p.nv + hv) * kC * kD;
-    copy_tile_async<kC, kD>(&sm.w[0][0], kLdRow, work.w + head_tile, kD);
-    copy_tile_async<kC, kSlice>(&sm.u[0][0], kLdSlice, work.u + head_tile + j0, kD);
-    if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
+    copy_tile_async<kC, kD>(&in.w[0][0], kLd128, work.w + head_tile, kD);
+    copy_tile_async<kC, kD>(&in.k[0][0], kLd128, work.kn + (c * p.nk + hk) * kC * kD, kD);
+    copy_tile_async<kC, kSlice>(&in.u[0][0], kLdU, work.u + head_tile + j0, kD);
+    if (tid < kC / 4) cp_async16(&in.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
     cp_async_commit();
   };
-  auto load_k = [&](int64_t c) {
-    copy_tile_async<kC, kD>(&sm.k[0][0], kLdCol, work.kn + (c * p.nk + hk) * kC * kD, kD);
-    cp_async_commit();
-  };
-  if (sp.chunks > 0) {
-    load_wug(sp.first_chunk);
-    load_k(sp.first_chunk);
-  }
+  if (sp.chunks > 0) load(sp.first_chunk, sm.in[0]);
   for (int ci = 0; ci < sp.chunks; ++ci) {
     const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
-    // S₀ of this chunk, rounded: to shared memory for Δ and to the workspace for `output`.
-    float* snapshot = work.h + (c * p.nv + hv) * kD * kD;
+    const StateInputs& in = sm.in[ci % 2];
+    // S₀ of this chunk, rounded, to shared memory (the last reader of the previous copy was Δ of
+    // the previous chunk, before its second barrier).
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int col = 8 * nt + 2 * t;
-      const float2 lo = make_float2(tf32(s[nt][0]), tf32(s[nt][1])), hi = make_float2(tf32(s[nt][2]), tf32(s[nt][3]));
-      *reinterpret_cast<float2*>(&sm.h[srow][col]) = lo;
-      *reinterpret_cast<float2*>(&sm.h[srow + 8][col]) = hi;
-      *reinterpret_cast<float2*>(snapshot + srow * kD + j0 + col) = lo;
-      *reinterpret_cast<float2*>(snapshot + (srow + 8) * kD + j0 + col) = hi;
+      *reinterpret_cast<uint32_t*>(&sm.h[srow][col]) = pack_bf16(s[nt][0], s[nt][1]);
+      *reinterpret_cast<uint32_t*>(&sm.h[srow + 8][col]) = pack_bf16(s[nt][2], s[nt][3]);
     }
-    cp_async_wait<1>();  // this chunk's W, U, G (its K may still be in flight)
-    __syncthreads();
-    const float g_last = sm.gcum[kC - 1], gamma = expf(g_last);
+    cp_async_wait<0>();  // this chunk's inputs, the only group in flight
+    __syncthreads();     // ... landed for every thread; S₀ whole; the previous chunk all done
+    // Chunk c+1 into the other buffer, whose last readers (chunk c−1) are past the barrier.
+    if (ci + 1 < sp.chunks) load(c + 1, sm.in[(ci + 1) % 2]);
+    // S₀ to the workspace for `output`: the slice's 128 rows of 64 bytes, 16 bytes per thread.
+    {
+      __nv_bfloat16* snapshot = work.h + (c * p.nv + hv) * kD * kD + j0;
+      constexpr int kPieces = kD * kSlice / 8;
+      static_assert(kPieces % kStateThreads == 0, "whole rounds of 16-byte pieces");
+#pragma unroll
+      for (int i = 0; i < kPieces / kStateThreads; ++i) {
+        const int e = tid + i * kStateThreads, r = e / (kSlice / 8), c8 = e % (kSlice / 8);
+        *reinterpret_cast<uint4*>(snapshot + r * kD + 8 * c8) = *reinterpret_cast<const uint4*>(&sm.h[r][8 * c8]);
+      }
+    }
+    const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
+    // The A fragments of K_loᵀ for the state update, straight from the workspace (there is no room
+    // for a K_lo tile at two blocks per multiprocessor): A(m, k) = K_lo[k][m], m = 16w + g (+8),
+    // k = 16ks + 2t (+1, +8, +9). Requested now, used after Δ.
+    uint32_t klo[kC / 16][4];
+    {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(work.klo + (c * p.nk + hk) * kC * kD) + 16 * warp + g;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint16_t* e = src + (16 * ks + 2 * t + (i / 2) * 8) * kD + (i % 2) * 8;
+          klo[ks][i] = uint32_t{e[0]} | uint32_t{e[kD]} << 16;
+        }
+    }
 
-    // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)... To the workspace as is (for
-    // `output`), to shared memory times e^{G_C−G_t} (the state update's row weights).
+    // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
+    // the workspace as is, hi and lo (for `output`), to shared memory times e^{G_C−G_t} (the state update's
+    // row weights).
     {
       const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
+      const uint32_t w_tile = smem_addr(&in.w[0][0]);
       float acc[2][4] = {};
-#pragma unroll 4
-      for (int k0 = 0; k0 < kD; k0 += 8) {
-        uint32_t a[4];
-        load_a(a, &sm.w[0][0], kLdRow, m0, k0, g, t);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          uint32_t b[2];
-          load_b_kn(b, &sm.h[0][0], kLdSlice, k0, n0 + 8 * nt, g, t);
-          mma_tf32_1688(acc[nt], a, b);
-        }
+      for (int k0 = 0; k0 < kD; k0 += 16) {
+        uint32_t a[4], b[4];
+        load_a(a, w_tile, kLd128, m0, k0, lane);
+        load_b_kn(b, h_tile, kLd32, k0, n0, lane);
+        mma_pair(acc[0], acc[1], a, b);
       }
-      float* delta = work.delta + head_tile + j0;
+      __nv_bfloat16* delta = work.delta + head_tile + j0;
       const int row = m0 + g;
-      const float w0 = expf(g_last - sm.gcum[row]), w1 = expf(g_last - sm.gcum[row + 8]);
+      const float w0 = expf(g_last - in.gcum[row]), w1 = expf(g_last - in.gcum[row + 8]);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int col = n0 + 8 * nt + 2 * t;
-        const float2 lo = make_float2(sm.u[row][col] - acc[nt][0], sm.u[row][col + 1] - acc[nt][1]);
-        const float2 hi = make_float2(sm.u[row + 8][col] - acc[nt][2], sm.u[row + 8][col + 1] - acc[nt][3]);
-        *reinterpret_cast<float2*>(&sm.d[row][col]) = make_float2(tf32(lo.x * w0), tf32(lo.y * w0));
-        *reinterpret_cast<float2*>(&sm.d[row + 8][col]) = make_float2(tf32(hi.x * w1), tf32(hi.y * w1));
-        *reinterpret_cast<float2*>(delta + row * kD + col) = make_float2(tf32(lo.x), tf32(lo.y));
-        *reinterpret_cast<float2*>(delta + (row + 8) * kD + col) = make_float2(tf32(hi.x), tf32(hi.y));
+        const float2 u0 = *reinterpret_cast<const float2*>(&in.u[row][col]);
+        const float2 u1 = *reinterpret_cast<const float2*>(&in.u[row + 8][col]);
+        const float2 lo = make_float2(u0.x - acc[nt][0], u0.y - acc[nt][1]);
+        const float2 hi = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
+        *reinterpret_cast<uint32_t*>(&sm.d[row][col]) = pack_bf16(lo.x * w0, lo.y * w0);
+        *reinterpret_cast<uint32_t*>(&sm.d[row + 8][col]) = pack_bf16(hi.x * w1, hi.y * w1);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row][col]) = pack_bf16_lo(lo.x * w0, lo.y * w0);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row + 8][col]) = pack_bf16_lo(hi.x * w1, hi.y * w1);
+        *reinterpret_cast<uint32_t*>(delta + row * kD + col) = pack_bf16(lo.x, lo.y);
+        *reinterpret_cast<uint32_t*>(delta + (row + 8) * kD + col) = pack_bf16(hi.x, hi.y);
+        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + row * kD + col) = pack_bf16_lo(lo.x, lo.y);
+        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + (row + 8) * kD + col) = pack_bf16_lo(hi.x, hi.y);
       }
     }
-    cp_async_wait<0>();  // this chunk's K
-    __syncthreads();     // weighted Δ visible; W, U, G free
-    if (ci + 1 < sp.chunks) load_wug(c + 1);
+    __syncthreads();  // the weighted Δ whole; S₀'s copy free
 
-    // S = γ_C S₀ + Kᵀ diag(e^{G_C−G_t}) Δ.
+    // S = γ_C S₀ + Kᵀ diag(e^{G_C−G_t}) Δ: A = Kᵀ (K stored [t][i]), B = weighted Δ (k-major),
+    // both split: K_hiᵀ Δ_hi + K_loᵀ Δ_hi + K_hiᵀ Δ_lo (each rounding alone would cost the carried
+    // state ~1.6e-3 relative).
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[nt][i] *= gamma;
-#pragma unroll 4
-    for (int k0 = 0; k0 < kC; k0 += 8) {
-      uint32_t a[4];
-      load_a_t(a, &sm.k[0][0], kLdCol, 16 * warp, k0, g, t);
+    const uint32_t k_tile = smem_addr(&in.k[0][0]);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        uint32_t b[2];
-        load_b_kn(b, &sm.d[0][0], kLdSlice, k0, 8 * nt, g, t);
-        mma_tf32_1688(s[nt], a, b);
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      uint32_t a[4];
+      load_a_t(a, k_tile, kLd128, 16 * warp, k0, lane);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t b[4], blo[4];
+        load_b_kn(b, d_tile, kLd32, k0, 16 * h, lane);
+        load_b_kn(blo, dlo_tile, kLd32, k0, 16 * h, lane);
+        mma_pair(s[2 * h], s[2 * h + 1], a, b);
+        mma_pair(s[2 * h], s[2 * h + 1], klo[k0 / 16], b);
+        mma_pair(s[2 * h], s[2 * h + 1], a, blo);
       }
     }
-    __syncthreads();  // K, Δ and the S₀ tile free
-    if (ci + 1 < sp.chunks) load_k(c + 1);
   }
 
 #pragma unroll

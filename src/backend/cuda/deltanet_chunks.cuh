@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the chunked DeltaNet window (deltanet_prefill.h): the workspace layout the kernels
-// share, the tf32 fragment loads they use, and their launchers (one file per kernel).
+// share, the bf16 fragment loads they use, and their launchers (one file per kernel).
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -18,13 +19,16 @@ static_assert(K == 4, "the conv below keeps the K−1 previous rows in three reg
 
 constexpr int kSlice = 32;                     // state columns per block of the state kernel
 
-// Row strides (floats) of the shared-memory tiles, chosen so the tf32 fragment loads are free of
-// bank conflicts: ≡ 4 (mod 32) where a tile is read along its rows (A operands, Bᵀ), ≡ 8 where it
-// is read down its columns (B operands stored k-major, transposed A).
-constexpr int kLdRow = kD + 4;      // [64][128] tiles read along rows
-constexpr int kLdCol = kD + 8;      // [·][128] tiles read down columns
-constexpr int kLdTri = kC + 4;      // [64][64] triangular matrices (A operands)
-constexpr int kLdSlice = kSlice + 8;  // [·][32] state slices and Δ slices (B operands)
+// Row strides (elements) of the shared-memory bf16 tiles the products read with ldmatrix: each of
+// its 8×8 matrices is 16 bytes from each of 8 consecutive rows, and a row stride of 16 bytes more
+// than a multiple of 128 puts those in 8 different bank groups. Every row starts 16-byte aligned.
+constexpr int kLd128 = kD + 8;       // [·][128] tiles: 272 bytes
+constexpr int kLd64 = kC + 8;        // [·][64] tiles: 144 bytes
+constexpr int kLd32 = kSlice + 8;    // [·][32] state and Δ slices: 80 bytes
+// Row strides (floats) of the f32 tiles read element by element: the triangular matrices of
+// `prepare` and the U slice of `state`.
+constexpr int kLdTri = kC + 4;
+constexpr int kLdU = kSlice + 8;
 
 struct SpanMeta {
   int32_t first_row, rows, start_position, slot, first_chunk, chunks, pad0, pad1;
@@ -33,53 +37,84 @@ struct ChunkMeta {
   int32_t first_row, rows, span, pad;
 };
 
-// The workspace: metadata, then per-chunk intermediates, each chunk's tile contiguous.
+// The workspace: metadata, then per-chunk intermediates, each chunk's tile contiguous. What feeds a
+// product is bf16, as hi and lo where one bf16 is not precise enough (deltanet_prefill.h); U is
+// only subtracted from, so it stays f32.
 struct Work {
   const SpanMeta* spans;
   const ChunkMeta* chunks;
-  float* qn;     // [C][nk][64][128] normalised, scaled q
-  float* kn;     // [C][nk][64][128] normalised k
-  float* w;      // [C][nv][64][128] W = T diag(βγ) K
-  float* u;      // [C][nv][64][128] U = T diag(β) V
-  float* delta;  // [C][nv][64][128] Δ = U − W S₀
-  float* gcum;   // [C][nv][64] cumulative log decay G_t
-  float* h;      // [C][nv][128][128] the state at each chunk's start
+  __nv_bfloat16* qn;     // [C][nk][64][128] normalised, scaled q, rounded (hi)
+  __nv_bfloat16* kn;     // [C][nk][64][128] normalised k, rounded (hi)
+  __nv_bfloat16* qlo;    // [C][nk][64][128] q − hi, rounded (lo): q ≈ hi + lo to ~16 bits
+  __nv_bfloat16* klo;    // [C][nk][64][128] k − hi, rounded (lo)
+  __nv_bfloat16* w;      // [C][nv][64][128] W = T diag(βγ) K
+  float* u;              // [C][nv][64][128] U = T diag(β) V
+  __nv_bfloat16* delta;  // [C][nv][64][128] Δ = U − W S₀, hi
+  __nv_bfloat16* dlo;    // [C][nv][64][128] Δ, lo
+  float* gcum;           // [C][nv][64] cumulative log decay G_t
+  __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
 };
 
 #ifdef __CUDACC__
-// f32 rounded to the nearest tf32 (kept in an f32). Every tile that feeds a product is stored
-// rounded once, by whoever writes it, so the fragment loads below are plain loads.
-__device__ __forceinline__ float tf32(float x) { return __uint_as_float(to_tf32(x)); }
-__device__ __forceinline__ float4 tf32(float4 x) { return make_float4(tf32(x.x), tf32(x.y), tf32(x.z), tf32(x.w)); }
+// Fragments of mma m16n8k16 (mma.cuh) from bf16 tiles in shared memory, by ldmatrix. `tile` is the
+// tile's shared address, `ld` its row stride in elements; lane l gives the address of row l%8 of
+// matrix l/8, and receives (plain) row g, columns 2t..2t+1 of each matrix, or (trans) rows
+// 2t..2t+1, column g; g = lane/4, t = lane%4.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t tile_at(uint32_t tile, int ld, int row, int col) {
+  return tile + 2u * static_cast<uint32_t>(row * ld + col);
+}
+// A of the 16×16 step at (m0, k0), A(m, k) = tile[m][k]. Matrices: (m0, k0), (m0+8, k0),
+// (m0, k0+8), (m0+8, k0+8) = a0..a3.
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int ld, int m0, int k0, int lane) {
+  const int mi = lane / 8, mr = lane % 8;
+  ldmatrix_x4(a, tile_at(tile, ld, m0 + (mi % 2) * 8 + mr, k0 + (mi / 2) * 8));
+}
+// A(m, k) = tile[k][m]: a stored matrix, transposed. Matrix i holds rows k0 + 8(i/2).., columns
+// m0 + 8(i%2)..; transposed, lane (g, t) gets A(m0 + 8(i%2) + g, k0 + 8(i/2) + 2t..) = a_i.
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], uint32_t tile, int ld, int m0, int k0, int lane) {
+  const int mi = lane / 8, mr = lane % 8;
+  ldmatrix_x4_trans(a, tile_at(tile, ld, k0 + (mi / 2) * 8 + mr, m0 + (mi % 2) * 8));
+}
+// B of the two n-tiles n0 and n0+8 at k0, B(k, n) = tile[n][k]: b = {b0, b1} of n0, {b0, b1} of
+// n0+8 (matrices at (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)).
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], uint32_t tile, int ld, int k0, int n0, int lane) {
+  const int mi = lane / 8, mr = lane % 8;
+  ldmatrix_x4(b, tile_at(tile, ld, n0 + (mi / 2) * 8 + mr, k0 + (mi % 2) * 8));
+}
+// The same from B(k, n) = tile[k][n], transposed (matrices at rows k0, k0+8, k0, k0+8 and columns
+// n0, n0, n0+8, n0+8): lane (g, t) gets B(k0 + 8(i%2) + 2t.., n0 + 8(i/2) + g).
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], uint32_t tile, int ld, int k0, int n0, int lane) {
+  const int mi = lane / 8, mr = lane % 8;
+  ldmatrix_x4_trans(b, tile_at(tile, ld, k0 + (mi % 2) * 8 + mr, n0 + (mi / 2) * 8));
+}
+// c0 += a·(n-tile of b[0..1]), c1 += a·(n-tile of b[2..3]).
+__device__ __forceinline__ void mma_pair(float (&c0)[4], float (&c1)[4], const uint32_t (&a)[4], const uint32_t (&b)[4]) {
+  mma_bf16_16816(c0, a[0], a[1], a[2], a[3], b[0], b[1]);
+  mma_bf16_16816(c1, a[0], a[1], a[2], a[3], b[2], b[3]);
+}
+// The accumulators of n-tiles n0 and n0+8 (rows g, g+8, columns 2t..2t+1 of each) are, rounded,
+// the A fragment of the 16-step k = n0..n0+15 of a following product: no trip through memory.
+__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack_bf16(c0[0], c0[1]);
+  a[1] = pack_bf16(c0[2], c0[3]);
+  a[2] = pack_bf16(c1[0], c1[1]);
+  a[3] = pack_bf16(c1[2], c1[3]);
+}
 
-// tf32 fragments of m16n8k8 (mma.cuh) from shared memory holding tf32-rounded values; g = lane/4,
-// t = lane%4. A(m, k) = src[m·ld + k], the 16×8 tile at (m0, k0).
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t) {
-  const float* p = src + (m0 + g) * ld + k0 + t;
-  a[0] = __float_as_uint(p[0]);
-  a[1] = __float_as_uint(p[8 * ld]);
-  a[2] = __float_as_uint(p[4]);
-  a[3] = __float_as_uint(p[8 * ld + 4]);
-}
-// A(m, k) = src[k·ld + m]: a stored matrix, transposed.
-__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const float* src, int ld, int m0, int k0, int g, int t) {
-  const float* p = src + (k0 + t) * ld + m0 + g;
-  a[0] = __float_as_uint(p[0]);
-  a[1] = __float_as_uint(p[8]);
-  a[2] = __float_as_uint(p[4 * ld]);
-  a[3] = __float_as_uint(p[4 * ld + 8]);
-}
-// B(k, n) = src[k·ld + n].
-__device__ __forceinline__ void load_b_kn(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
-  const float* p = src + (k0 + t) * ld + n0 + g;
-  b[0] = __float_as_uint(p[0]);
-  b[1] = __float_as_uint(p[4 * ld]);
-}
-// B(k, n) = src[n·ld + k].
-__device__ __forceinline__ void load_b_nk(uint32_t (&b)[2], const float* src, int ld, int k0, int n0, int g, int t) {
-  const float* p = src + (n0 + g) * ld + k0 + t;
-  b[0] = __float_as_uint(p[0]);
-  b[1] = __float_as_uint(p[4]);
+// x split for products that need more than bf16's 8 bits: x ≈ hi + lo, hi = bf16(x), lo = bf16(x − hi)
+// (~16 bits). A product a·b then runs as hi·hi + lo·hi + hi·lo on the same tensor cores, f32
+// accumulation; lo·lo is below f32 accumulation's own error.
+__device__ __forceinline__ float bf16_hi(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+// The lo parts of two values, packed as pack_bf16 packs them.
+__device__ __forceinline__ uint32_t pack_bf16_lo(float x0, float x1) { return pack_bf16(x0 - bf16_hi(x0), x1 - bf16_hi(x1)); }
+
+// The lo parts of the same.
+__device__ __forceinline__ void accumulators_to_a_lo(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack_bf16_lo(c0[0], c0[1]);
+  a[1] = pack_bf16_lo(c0[2], c0[3]);
+  a[2] = pack_bf16_lo(c1[0], c1[1]);
+  a[3] = pack_bf16_lo(c1[2], c1[3]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -88,14 +123,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Copies a [rows][cols] f32 tile (global row stride ld_src) into shared memory (row stride ld_dst),
-// 16 bytes per copy, spread over the block's threads.
-template <int kRows, int kCols>
-__device__ __forceinline__ void copy_tile_async(float* dst, int ld_dst, const float* src, int64_t ld_src) {
-  constexpr int kPerRow = kCols / 4;
+// Copies a [rows][cols] tile (global row stride ld_src elements) into shared memory (row stride
+// ld_dst), 16 bytes per copy, spread over the block's threads.
+template <int kRows, int kCols, typename T>
+__device__ __forceinline__ void copy_tile_async(T* dst, int ld_dst, const T* src, int64_t ld_src) {
+  constexpr int kPerCopy = 16 / sizeof(T), kPerRow = kCols / kPerCopy;
+  static_assert(kCols % kPerCopy == 0, "whole 16-byte pieces per row");
   for (int e = threadIdx.x; e < kRows * kPerRow; e += blockDim.x) {
-    const int r = e / kPerRow, c4 = e % kPerRow;
-    cp_async16(dst + r * ld_dst + 4 * c4, src + r * ld_src + 4 * c4);
+    const int r = e / kPerRow, c = e % kPerRow;
+    cp_async16(dst + r * ld_dst + kPerCopy * c, src + r * ld_src + kPerCopy * c);
   }
 }
 #endif

@@ -12,7 +12,7 @@ namespace {
 using namespace deltanet_chunks;
 
 struct WorkLayout {
-  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, w = 0, u = 0, delta = 0, gcum = 0, h = 0, total = 0;
+  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, qlo = 0, klo = 0, w = 0, u = 0, delta = 0, dlo = 0, gcum = 0, h = 0, total = 0;
   int n_chunks = 0;
 };
 
@@ -21,7 +21,8 @@ std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   WorkLayout L;
   for (const auto& s : spans) L.n_chunks += (std::max(s.rows, 0) + kC - 1) / kC;
-  const std::size_t C = static_cast<std::size_t>(L.n_chunks), tile = kC * kD * sizeof(float);
+  // A chunk's [64][128] tile: bf16 for what feeds a product, f32 for U; the state snapshot bf16.
+  const std::size_t C = static_cast<std::size_t>(L.n_chunks), tile16 = kC * kD * sizeof(__nv_bfloat16), tile32 = kC * kD * sizeof(float);
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t here = at;
@@ -30,13 +31,16 @@ WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   };
   L.spans = take(spans.size() * sizeof(SpanMeta));
   L.chunks = take(C * sizeof(ChunkMeta));
-  L.qn = take(C * nk * tile);
-  L.kn = take(C * nk * tile);
-  L.w = take(C * nv * tile);
-  L.u = take(C * nv * tile);
-  L.delta = take(C * nv * tile);
+  L.qn = take(C * nk * tile16);
+  L.kn = take(C * nk * tile16);
+  L.qlo = take(C * nk * tile16);
+  L.klo = take(C * nk * tile16);
+  L.w = take(C * nv * tile16);
+  L.u = take(C * nv * tile32);
+  L.delta = take(C * nv * tile16);
+  L.dlo = take(C * nv * tile16);
   L.gcum = take(C * nv * kC * sizeof(float));
-  L.h = take(C * nv * kD * kD * sizeof(float));
+  L.h = take(C * nv * kD * kD * sizeof(__nv_bfloat16));
   L.total = at;
   return L;
 }
@@ -109,13 +113,16 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   Work w;
   w.spans = reinterpret_cast<const SpanMeta*>(base + L.spans);
   w.chunks = reinterpret_cast<const ChunkMeta*>(base + L.chunks);
-  w.qn = reinterpret_cast<float*>(base + L.qn);
-  w.kn = reinterpret_cast<float*>(base + L.kn);
-  w.w = reinterpret_cast<float*>(base + L.w);
+  w.qn = reinterpret_cast<__nv_bfloat16*>(base + L.qn);
+  w.kn = reinterpret_cast<__nv_bfloat16*>(base + L.kn);
+  w.qlo = reinterpret_cast<__nv_bfloat16*>(base + L.qlo);
+  w.klo = reinterpret_cast<__nv_bfloat16*>(base + L.klo);
+  w.w = reinterpret_cast<__nv_bfloat16*>(base + L.w);
   w.u = reinterpret_cast<float*>(base + L.u);
-  w.delta = reinterpret_cast<float*>(base + L.delta);
+  w.delta = reinterpret_cast<__nv_bfloat16*>(base + L.delta);
+  w.dlo = reinterpret_cast<__nv_bfloat16*>(base + L.dlo);
   w.gcum = reinterpret_cast<float*>(base + L.gcum);
-  w.h = reinterpret_cast<float*>(base + L.h);
+  w.h = reinterpret_cast<__nv_bfloat16*>(base + L.h);
   const int C = L.n_chunks, S = static_cast<int>(window.spans.size());
 
   launch_prepare(a, w, C, stream);

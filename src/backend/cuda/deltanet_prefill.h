@@ -12,8 +12,16 @@
 //   S_C = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
 // Three kernels: `prepare` (conv, norms, gates, T, W, U; all chunks in parallel), `state` (S
 // carried chunk to chunk, Δ; heads and column slices in parallel) and `output` (O and the gated
-// norm; all chunks in parallel). Products run on tensor cores in tf32 with f32 accumulation; the
-// state itself stays f32 from chunk to chunk.
+// norm; all chunks in parallel). Products run on tensor cores in bf16 with f32 accumulation. Most
+// operands (T, X = diag(βγ)K, W, the state snapshots S₀) are rounded to bf16 once by whoever writes
+// them: their errors the delta rule corrects, or they stay below the output's own bf16 rounding.
+// Where one rounding would not be (each costs ~1.5e-3 relative or more), the f32 value x is split
+// as hi = bf16(x), lo = bf16(x − hi) (~16 bits) and the product runs as hi·hi + lo·hi + hi·lo:
+//   state:  Kᵀ Δw (k and the weighted Δ both split) and U = T (Y_hi + Y_lo), Y = diag(β) V;
+//   output: Q Kᵀ (both split), (Q_hi + Q_lo) S₀ and P Δ (P and Δ both split), where the gated
+//           norm scales a small O up and with it the error of q, k and Δ.
+// U, the gates and the triangular solve stay f32, and the state itself stays f32 from chunk to
+// chunk (only the copy that feeds a product is rounded).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

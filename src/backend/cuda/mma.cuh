@@ -1,6 +1,8 @@
 #pragma once
 // Inline-PTX building blocks shared by the kernels: streaming 16-byte loads, asynchronous copies into
-// shared memory, and the tensor-core products m16n8k16 (bf16) and m16n8k8 (tf32), sm_80+.
+// shared memory, and the bf16 tensor-core product m16n8k16 with its fragment loads, sm_80+.
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace qwenrt::cuda {
@@ -28,6 +30,12 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], uint32_t a0, uint3
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // 16 bytes global → shared without passing through registers (L2 only, not L1). With `fill` false
 // nothing is read and the 16 bytes are zeroed (masked rows then hold finite values).
 __device__ __forceinline__ void cp_async16(uint32_t smem_addr, const void* gmem, bool fill) {
@@ -43,21 +51,6 @@ __device__ __forceinline__ void cp_async_wait() {
 // Whole-tile variant: always reads.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem, true);
-}
-
-// f32 rounded to nearest into the tf32 operand format of mma (10-bit mantissa).
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// d = a·b + d for A 16×8 (row), B 8×8 (col), tf32 in, f32 accumulate. Register layout per PTX:
-// a = {(g, t), (g+8, t), (g, t+4), (g+8, t+4)}, b = {(t, g), (t+4, g)}, d as for m16n8k16.
-__device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // Four 8×8 bf16 matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
