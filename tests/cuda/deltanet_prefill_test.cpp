@@ -89,8 +89,9 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
         EXPECT_EQ(out[row * ld_out + j], 0xffff) << "padding of output row " << row << " was written";
     }
   }
-  // The ring is a copy of inputs: bitwise. Used states within tf32 accumulation error; unused
-  // slots and the padding after each state untouched.
+  // The ring is a copy of inputs: bitwise. Used states within the error of the bf16 products
+  // (hi/lo splits where one rounding is not enough); unused slots and the padding after each state
+  // untouched.
   const auto got_ring = test::to_host<float>(d_ring, ring.size());
   EXPECT_EQ(0, std::memcmp(got_ring.data(), ring.data(), ring.size() * sizeof(float))) << "conv rings";
   const auto got_state = test::to_host<float>(d_state, state.size());
