@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the CPU emulation of the chunked DeltaNet kernels against this checkout's sources (see
+# README.md). Output: build/ under this folder (ignored by git).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out="$here/build"
+mkdir -p "$out/gen"
+python3 "$here/gen.py" "$repo/src/backend/cuda" "$out/gen"
+flags="-std=c++20 -O2 -g -Wno-unknown-pragmas -I$here/mock -I$repo/src"
+for f in "$out"/gen/*.cpp "$here/driver.cpp"; do g++ $flags -c "$f" -o "$out/$(basename "${f%.cpp}").o" & done
+wait
+g++ -o "$out/driver" "$out"/*.o
+echo "$out/driver [policy] [eager] [seed] [case]"

@@ -1,0 +1,23 @@
+# Rewrites the DeltaNet window's .cu files into plain C++ for the emulator (mock/simt.h): dynamic
+# shared memory comes from the emulated block, <<<...>>> launches become emu::launch calls.
+#   gen.py SRC_DIR OUT_DIR
+import re, sys, os
+src_dir, out_dir = sys.argv[1], sys.argv[2]
+for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_chunk_output.cu', 'deltanet_prefill.cu']:
+    s = open(os.path.join(src_dir, name)).read()
+    s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
+    def launch(m):
+        kernel, cfg, args = m.group(1), m.group(2), m.group(3)
+        parts, depth, cur = [], 0, ''
+        for ch in cfg:
+            if ch == ',' and depth == 0:
+                parts.append(cur); cur = ''
+                continue
+            depth += ch in '(<'; depth -= ch in ')>'
+            cur += ch
+        parts.append(cur)
+        grid, block, smem = parts[0], parts[1], parts[2]
+        return f'emu::launch({kernel}, dim3({grid}), dim3({block}), {smem}, {args});'
+    s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', launch, s)
+    s = s.replace('#include "backend/cuda/', '#include "backend/cuda/')
+    open(os.path.join(out_dir, name.replace('.cu', '.cpp')), 'w').write(s)
