@@ -4,7 +4,7 @@
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/gate_math.cuh"
+#include "backend/cuda/gemm_tile_store.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/weight_stream_gemm.h"
@@ -192,21 +192,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
   // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
   const int64_t r = row0 + l / 4;
   const int c0 = 8 * j + 2 * (l % 4);
-  if (pairs) {
-    if (r >= seg.rows) return;
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-      if (c0 + e < n) segs.act[(c0 + e) * segs.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int64_t row = r + (e >= 2 ? 8 : 0);
-    const int col = c0 + (e & 1);
-    if (row >= seg.rows || col >= n) continue;
-    float* dst = seg.y + col * seg.ldy + row;
-    *dst = seg.accumulate ? *dst + v[e] : v[e];
-  }
+  store_tile_sums(seg, pairs, segs.act, segs.ld_act, r, c0, n, v);
 }
 
 template <int NT, bool kNorm = false>

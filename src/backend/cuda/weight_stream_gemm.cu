@@ -6,7 +6,7 @@
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/gate_math.cuh"
+#include "backend/cuda/gemm_tile_store.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/row_norm.cuh"
 
@@ -280,22 +280,7 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
       if (write) {
         const int s = segment_of(tile);
         const GemmSegment& seg = job.seg[s];
-        const int64_t r = first_row(tile, s) + l / 4;
-        const int c0 = 2 * (l % 4);
-        if (pairs) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (r < seg.rows && c0 + e < n) job.act[(c0 + e) * job.ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t row = r + (e >= 2 ? 8 : 0);
-            const int col = c0 + (e & 1);
-            if (row >= seg.rows || col >= n) continue;
-            float* dst = seg.y + col * seg.ldy + row;
-            *dst = seg.accumulate ? *dst + v[e] : v[e];
-          }
-        }
+        store_tile_sums(seg, pairs, job.act, job.ld_act, first_row(tile, s) + l / 4, 2 * (l % 4), n, v);
       }
     }
     asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
