@@ -37,11 +37,11 @@ int main() try {
   for (auto& v : xh) v = f32_to_bf16(nd(rng));
   cuda::DeviceBuffer x(xh.size() * 2);
   x.upload(xh.data(), xh.size() * 2);
-  // Ring variants: stages (3: two blocks per multiprocessor, else one) and tile order.
-  const std::vector<cuda::WeightStreamConfig> configs = {{3, false, false}, {3, true, false}, {3, true, true}, {3, true, true, 1}, {6, true, true}};
+  // Ring variants: stages (3: two blocks per multiprocessor, else one) and tail split.
+  const std::vector<cuda::WeightStreamConfig> configs = {{3, false}, {3, true}, {3, true, 1}, {6, true}};
   std::printf("\n%-28s %4s %11s", "weight", "rows", "skinny");
   for (const auto& c : configs)
-    std::printf("  %dx%d%s", c.stages, c.blocks_per_sm ? c.blocks_per_sm : c.stages <= 3 ? 2 : 1, !c.round_robin ? " cons  " : c.split_tail ? " rr+spl" : " rr    ");
+    std::printf("  %dx%d%s", c.stages, c.blocks_per_sm ? c.blocks_per_sm : c.stages <= 3 ? 2 : 1, c.split_tail ? " split " : "       ");
   std::printf(" %10s\n", "max diff");
   for (const Shape& s : shapes) {
     const std::size_t wbytes = static_cast<std::size_t>(s.rows * s.k) * 2;

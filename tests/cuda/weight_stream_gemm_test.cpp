@@ -38,8 +38,8 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
   cuda::DeviceBuffer partial(cuda::kWeightStreamWorkspaceBytes), counters(cuda::kWeightStreamMaxBlocks * sizeof(uint32_t));
   QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   const cuda::SkinnyGemmWorkspace workspace{partial.get(), partial.bytes(), counters.as<uint32_t>()};
-  for (const cuda::WeightStreamConfig config : {cuda::WeightStreamConfig{3, false, false}, {3, true, false}, {3, true, true}, {4, true, true},
-                                                {6, true, true}, {6, false, false}, {3, true, true, 1}})
+  for (const cuda::WeightStreamConfig config : {cuda::WeightStreamConfig{3, false}, {3, true}, {4, true},
+                                                {6, true}, {6, false}, {3, true, 1}})
   for (const Problem& p : problems) {
     const int64_t ldx = p.k + 8, ldy = p.rows + 3;
     std::vector<float> xf, wf;
@@ -67,7 +67,7 @@ TEST(WeightStreamGemm, MatchesDoubleReference) {
     // f32 accumulation: the error of a length-k dot product grows as sqrt(k) (1e-6 up to k ~ 2500).
     const double tolerance = std::max(1e-6, 2e-8 * std::sqrt(static_cast<double>(p.k)));
     EXPECT_LT(test::relative_l2(got_rows, want_rows), tolerance) << "n " << p.n << " rows " << p.rows << " k " << p.k << " stages " << config.stages << " round robin "
-                                                             << config.round_robin << " split tail " << config.split_tail;
+                                                             << " split tail " << config.split_tail;
     const auto left = test::to_host<uint32_t>(counters, cuda::kWeightStreamMaxBlocks);
     for (uint32_t c : left) ASSERT_EQ(c, 0u) << "a split tail left its counter set";
   }

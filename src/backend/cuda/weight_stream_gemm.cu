@@ -63,24 +63,16 @@ struct Schedule {
     stages_per_tile = (k + kStageK - 1) / kStageK;
     block = blockIdx.x;
     blocks = gridDim.x;
-    if (job.round_robin) {
-      rounds = job.tiles / blocks;
-      tail_first_tile = rounds * blocks;
-      tail_steps = (job.tiles - tail_first_tile) * stages_per_tile;
-      if (job.split_tail) {
-        q0 = range_begin(block);
-        q1 = range_begin(block + 1);
-      } else {
-        const bool has = tail_first_tile + block < job.tiles;
-        q0 = has ? block * stages_per_tile : 0;
-        q1 = has ? q0 + stages_per_tile : 0;
-      }
-    } else {  // tiles_per_block consecutive tiles
-      rounds = 0;
-      tail_first_tile = 0;
-      tail_steps = job.tiles * stages_per_tile;
-      q0 = min(block * job.tiles_per_block, static_cast<int64_t>(job.tiles)) * stages_per_tile;
-      q1 = min((block + 1) * job.tiles_per_block, static_cast<int64_t>(job.tiles)) * stages_per_tile;
+    rounds = job.tiles / blocks;
+    tail_first_tile = rounds * blocks;
+    tail_steps = (job.tiles - tail_first_tile) * stages_per_tile;
+    if (job.split_tail) {
+      q0 = range_begin(block);
+      q1 = range_begin(block + 1);
+    } else {
+      const bool has = tail_first_tile + block < job.tiles;
+      q0 = has ? block * stages_per_tile : 0;
+      q1 = has ? q0 + stages_per_tile : 0;
     }
   }
   __device__ int64_t steps() const { return rounds * stages_per_tile + q1 - q0; }
@@ -359,21 +351,16 @@ void weight_stream_run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
       fail("weight_stream_gemm: weights must be 16-byte aligned");
   const StreamDevice d = current_device();
   if (d.major != 9) fail("weight_stream_gemm: needs a compute capability 9.x GPU (bulk copies), this one is ", d.major, ".x");
-  // As few tiles per block as the resident blocks allow, and then as few blocks as carry them: every
-  // block runs the same number of tiles, so none streams alone at the end.
   const int fit = config.stages <= 3 ? 2 : 1;
   if (config.blocks_per_sm < 0 || config.blocks_per_sm > fit)
     fail("weight_stream_gemm: ", config.blocks_per_sm, " blocks per multiprocessor of ", config.stages, " stages; at most ", fit, " fit");
   const int blocks_per_sm = config.blocks_per_sm == 0 ? fit : config.blocks_per_sm;
   const int64_t max_blocks = static_cast<int64_t>(d.multiprocessors) * blocks_per_sm;
-  WeightStreamJob launch_job = job;
-  launch_job.round_robin = config.round_robin;
-  launch_job.split_tail = config.round_robin && config.split_tail;
   if (max_blocks > kWeightStreamMaxBlocks) fail("weight_stream_gemm: ", max_blocks, " blocks; at most ", kWeightStreamMaxBlocks, " have counters");
+  WeightStreamJob launch_job = job;
+  launch_job.split_tail = config.split_tail;
   if (launch_job.split_tail && (!job.partial || !job.counters)) fail("weight_stream_gemm: a split tail needs the workspace and the counters");
-  launch_job.tiles_per_block = static_cast<int>((job.tiles + max_blocks - 1) / max_blocks);
-  const int blocks = config.round_robin ? static_cast<int>(std::min<int64_t>(job.tiles, max_blocks))
-                                        : static_cast<int>((job.tiles + launch_job.tiles_per_block - 1) / launch_job.tiles_per_block);
+  const int blocks = static_cast<int>(std::min<int64_t>(job.tiles, max_blocks));
   switch (config.stages) {
     case 3: launch_ring<3>(blocks, stream, x, n, k, ldx, launch_job); break;
     case 4: launch_ring<4>(blocks, stream, x, n, k, ldx, launch_job); break;

@@ -25,8 +25,6 @@ struct WeightStreamJob {
   int first_tile[kSkinnyGemmMaxSegments + 1] = {};
   int count = 0;
   int tiles = 0;
-  int tiles_per_block = 0;  // set by weight_stream_run
-  bool round_robin = false;  // set by weight_stream_run
   bool split_tail = false;   // set by weight_stream_run
   float* partial = nullptr;  // split tails: kWeightStreamMaxBlocks · 2 · 128 floats
   uint32_t* counters = nullptr;  // split tails: kWeightStreamMaxBlocks zeros (left zero)
@@ -38,12 +36,11 @@ struct WeightStreamJob {
 
 // How the ring is built: stages per ring (3, 4 or 6) and blocks per multiprocessor (0: as many as
 // fit, 2 for 3 stages, else 1; fewer leave room for the next chained launch to start streaming);
-// blocks take consecutive tiles, or every gridDim-th tile (round_robin), with the last partial
-// round's tiles either whole or split by stages evenly over all blocks (split_tail: needs the
-// workspace).
+// blocks take every gridDim-th tile, with the last partial round's tiles either whole or split by
+// stages evenly over all blocks (split_tail: needs the workspace). (Consecutive tiles per block
+// measured no faster: bench/results/2026-12-03-0840-h200.md.)
 struct WeightStreamConfig {
   int stages = 3;
-  bool round_robin = true;
   bool split_tail = true;
   int blocks_per_sm = 0;
 };
