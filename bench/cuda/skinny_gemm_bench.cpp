@@ -1,6 +1,6 @@
 // Decode-shaped matrix products on the GPU: qwenrt's skinny GEMM against cuBLAS on the same
 // weights, as a fraction of the copy bandwidth measured in the same run.
-//   cuda_skinny_gemm_bench [--quick]
+//   cuda_skinny_gemm_bench [--quick | --one-row]
 // Weights are rotated among enough copies that the 60 MB L2 never holds them: every call streams
 // its weight from device memory, as a decode step does.
 #include <cublas_v2.h>
@@ -44,6 +44,7 @@ void fill_random(cuda::DeviceBuffer& buf, std::mt19937& rng) {
 
 int main(int argc, char** argv) try {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool one_row = argc > 1 && std::strcmp(argv[1], "--one-row") == 0;
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
   std::printf("device %s, %d SMs, L2 %zu MB; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(),
@@ -56,7 +57,8 @@ int main(int argc, char** argv) try {
       {"27b gate+up+act (2x17408x5120)", 17408, 5120, true}, {"9b gate+up+act (2x12288x4096)", 12288, 4096, true},
       {"0.8b gate+up+act (2x3584x1024)", 3584, 1024, true},
   };
-  const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1, 64} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
+  const std::vector<int64_t> batches =
+      one_row ? std::vector<int64_t>{1} : quick ? std::vector<int64_t>{1, 64} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
   cublasHandle_t handle;
   check_cublas(cublasCreate(&handle), "create");
   std::mt19937 rng(1);
