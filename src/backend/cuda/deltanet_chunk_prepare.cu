@@ -122,6 +122,23 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         *reinterpret_cast<uint2*>(kn + (work.klo - work.kn) + i * kD) = pack_bf16x4_lo(y[i]);
       }
     }
+    if (writer) {
+      // K_lo once more in the order `state` takes its A fragments of K_loᵀ: register (m8 + 2·r8)
+      // of lane 4g + t for rows 16ks + 2t (+1) (+8 r8) and column 16w + g (+8 m8), rows paired.
+      static_assert(kConvRows % 2 == 0, "a warp's rows pair up");
+      uint32_t* frag = work.klo_frag + (int64_t{c} * p.nk + hk) * (kC * kD / 2);
+#pragma unroll
+      for (int i = 0; i < kConvRows; i += 2) {
+        const int row = r0 + i, ks = row / 16, within = row % 16;
+        const float even[4] = {y[i].x, y[i].y, y[i].z, y[i].w}, odd[4] = {y[i + 1].x, y[i + 1].y, y[i + 1].z, y[i + 1].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int m = 4 * lane + e, mm = m % 16;
+          const int frag_lane = 4 * (mm % 8) + (within % 8) / 2, reg = (mm >= 8 ? 1 : 0) + (within >= 8 ? 2 : 0);
+          frag[((ks * 8 + m / 16) * 32 + frag_lane) * 4 + reg] = pack_bf16_lo(even[e], odd[e]);
+        }
+      }
+    }
     const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
     conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
 #pragma unroll

@@ -62,6 +62,22 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
   for (int ci = 0; ci < sp.chunks; ++ci) {
     const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
     const StateInputs& in = sm.in[ci % 2];
+    // The A fragments of K_loᵀ for the state update, straight from the workspace (there is no room
+    // for a K_lo tile at two blocks per multiprocessor), laid out by `prepare` as the lanes take
+    // them: A(m, k) = K_lo[k][m], m = 16w + g (+8), k = 16ks + 2t (+1, +8, +9). Requested first,
+    // used after Δ.
+    uint32_t klo[kC / 16][4];
+    {
+      const uint4* src = reinterpret_cast<const uint4*>(work.klo_frag + (c * p.nk + hk) * (kC * kD / 2)) + 32 * warp + lane;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        const uint4 v = src[ks * 8 * 32];
+        klo[ks][0] = v.x;
+        klo[ks][1] = v.y;
+        klo[ks][2] = v.z;
+        klo[ks][3] = v.w;
+      }
+    }
     // S₀ of this chunk, rounded, to shared memory (the last reader of the previous copy was Δ of
     // the previous chunk, before its second barrier).
 #pragma unroll
@@ -86,21 +102,6 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
       }
     }
     const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
-    // The A fragments of K_loᵀ for the state update, straight from the workspace (there is no room
-    // for a K_lo tile at two blocks per multiprocessor): A(m, k) = K_lo[k][m], m = 16w + g (+8),
-    // k = 16ks + 2t (+1, +8, +9). Requested now, used after Δ.
-    uint32_t klo[kC / 16][4];
-    {
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(work.klo + (c * p.nk + hk) * kC * kD) + 16 * warp + g;
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint16_t* e = src + (16 * ks + 2 * t + (i / 2) * 8) * kD + (i % 2) * 8;
-          klo[ks][i] = uint32_t{e[0]} | uint32_t{e[kD]} << 16;
-        }
-    }
-
     // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
     // the workspace as is, hi and lo (for `output`), to shared memory times e^{G_C−G_t} (the state update's
     // row weights).

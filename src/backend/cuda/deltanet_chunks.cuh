@@ -47,6 +47,8 @@ struct Work {
   __nv_bfloat16* kn;     // [C][nk][64][128] normalised k, rounded (hi)
   __nv_bfloat16* qlo;    // [C][nk][64][128] q − hi, rounded (lo): q ≈ hi + lo to ~16 bits
   __nv_bfloat16* klo;    // [C][nk][64][128] k − hi, rounded (lo)
+  uint32_t* klo_frag;    // [C][nk][4][8][32][4] the same as `state` reads it: A fragments of K_loᵀ
+                         // (rows 16ks.., columns 16w..) in lane order, one 16-byte load per lane
   __nv_bfloat16* w;      // [C][nv][64][128] W = T diag(βγ) K
   float* u;              // [C][nv][64][128] U = T diag(β) V
   __nv_bfloat16* delta;  // [C][nv][64][128] Δ = U − W S₀, hi
