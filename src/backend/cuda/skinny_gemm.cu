@@ -1,9 +1,6 @@
 #include "backend/cuda/skinny_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <iterator>
-#include <string>
 #include <vector>
 
 #include "backend/cuda/chained_launch.h"
@@ -29,8 +26,6 @@ struct Segments {
   int64_t split_chunks;  // K chunks per range
   float* partial;        // [tiles, splits, NT·4·32] when splits > 1
   uint32_t* counters;    // [tiles] ranges finished, when splits > 1
-  uint32_t* queue;       // {tiles handed out past the first round, blocks finished}: tiles taken
-                         // as blocks free up; null: block b takes tiles b, b + gridDim.x, ...
   // SwiGLU pairs (count 1): seg[0].w holds the gate rows, `up` the up rows; a tile is 8 rows of each.
   const __nv_bfloat16* up;
   __nv_bfloat16* act;
@@ -70,75 +65,48 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
   __syncthreads();
 }
 
-// The weight rows of one row tile that lane (g, t) reads: gate row g and up row g for SwiGLU,
-// otherwise rows g and g + 8 of the tile's segment.
-struct TileRows {
-  const __nv_bfloat16* wg;  // row g's first 16-byte piece of this lane (8t)
-  const __nv_bfloat16* wh;
-  bool has_g, has_h;
-  int s;         // segment
-  int64_t row0;  // first weight row of the tile in its segment
-};
-
-__device__ __forceinline__ TileRows tile_rows(const Segments& segs, int tile, int64_t k, int g, int t) {
-  int s = 0;
-  while (s + 1 < segs.count && tile >= segs.first_tile[s + 1]) ++s;
-  const bool pairs = segs.up != nullptr;
-  TileRows r;
-  r.s = s;
-  r.row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
-  const int64_t rg = r.row0 + g, rh = pairs ? rg : rg + 8;
-  const int64_t rows = segs.seg[s].rows;
-  r.has_g = rg < rows;
-  r.has_h = rh < rows;
-  // Rows past the weight are never read, but their address stays in bounds.
-  r.wg = segs.seg[s].w + (r.has_g ? rg : 0) * k + 8 * t;
-  r.wh = (pairs ? segs.up : segs.seg[s].w) + (r.has_h ? rh : 0) * k + 8 * t;
-  return r;
-}
-
-// Block (b, s) takes row tiles b, b + gridDim.x, ... over K range s; warp w takes the range's K
+// Block (tile, s) owns one row tile of one segment and K range s; warp w takes the range's K
 // chunks w, w+8, w+16, ... Lane (g, t) takes 8 consecutive k of weight rows g and g+8 (gate row g
 // and up row g for SwiGLU) and of activation rows g + 8j: the dot product is order-free in k, so
 // these 16-byte pieces feed two m16n8k16 products directly once A and B agree on the same
-// permutation of k (no shuffles). A tile's sums do not depend on which block computes it or on
-// the grid: the rounding is a function of the weights' shapes alone.
+// permutation of k (no shuffles).
 //
-// Each warp streams its weight pieces through a ring of U steps in registers: the step U ahead
-// (of this tile or of the block's next tile) is loaded into a slot as soon as the slot's product
-// has read it, so U - 1 to U steps stay in flight and the stream never drains between steps or
-// tiles. The first U are loaded before the kernel waits on the one ahead of it (weights never
-// change): they overlap that kernel's tail. (A cp.async ring of 4-8 steps per warp in shared
-// memory measured slower on the H200: 27B decode 49 tok/s against 63.)
+// Each warp works in groups of U steps and issues the next group's weight loads before it
+// multiplies the current one, so 2U to U steps stay in flight and its stream does not drain
+// between groups. The first group is loaded before the kernel waits on the one ahead of it
+// (weights never change): those loads overlap that kernel's tail. (A cp.async ring of 4-8 steps
+// per warp in shared memory measured slower on the H200: 27B decode 49 tok/s against 63; a
+// ring of U register slots each refilled right after its product, slower than groups: 9B gate/up
+// 80-86% of copy against 92%; blocks taking several tiles in turn, statically or from a counter,
+// no faster than the hardware's own block scheduling.)
 //
-// With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes once for
-// its K range to shared memory after the wait (normalise_rows).
+// With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes for its K
+// range to shared memory after the wait (normalise_rows).
 //
 // Registers decide how many blocks stay resident, and a launch whose blocks all fit at once runs
-// one wave (27B down: 640 blocks), hence the occupancy asked of the compiler.
-// A ring depth and the blocks per multiprocessor asked of the compiler (so its register budget).
-struct RingShape {
-  int slots, min_blocks;
-};
-// Per n-tile count; one row (batch-1 decode) can take any of kRowRings (QWENRT_SKINNY_RING, an
-// experiment switch: index into it).
-constexpr RingShape kRowRings[] = {{3, 5}, {4, 4}, {6, 3}};
-template <int NT>
-constexpr RingShape ring_shape(int row_ring) {
-  return NT == 1 ? kRowRings[row_ring] : NT == 2 ? RingShape{4, 3} : NT <= 4 ? RingShape{2, 3} : RingShape{2, 2};
+// in one wave: overlapping groups need 64 registers for one n-tile (4 blocks per multiprocessor),
+// so a launch of 529-660 blocks (27B down and out_proj: 640) runs groups one after another
+// (kOverlap false: 48 registers, 5 blocks; 89% of copy against 76% in two waves).
+template <int NT, bool kOverlap>
+constexpr int min_blocks_per_sm() {
+  return NT == 1 ? (kOverlap ? 4 : 5) : NT == 2 ? 3 : 2;
 }
 
-template <int NT, bool kNorm, int R>  // n-tiles of 8 activation rows; activations normalised here; kRowRings index
-__global__ void __launch_bounds__(kThreads, ring_shape<NT>(R).min_blocks)
+template <int NT, bool kNorm, bool kOverlap>  // n-tiles of 8 activation rows; activations normalised here
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx, Segments segs) {
   __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
   __shared__ bool last_range;
   extern __shared__ uint4 normed_raw[];  // kNorm: [n][split_chunks · kChunk] bf16
 
+  int s = 0;
+  while (s + 1 < segs.count && static_cast<int>(blockIdx.x) >= segs.first_tile[s + 1]) ++s;
+  const GemmSegment& seg = segs.seg[s];
   const bool pairs = segs.up != nullptr;
-  const int tiles = segs.first_tile[segs.count];
+  const int tile = blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-
+  const int64_t rg = row0 + g, rh = pairs ? rg : rg + 8;
   const int total_chunks = static_cast<int>((k + kChunk - 1) / kChunk);
   const int start = static_cast<int>(blockIdx.y * segs.split_chunks);
   const int end = min(total_chunks, static_cast<int>((blockIdx.y + 1) * segs.split_chunks));
@@ -146,53 +114,35 @@ __global__ void __launch_bounds__(kThreads, ring_shape<NT>(R).min_blocks)
   // neighbouring 64-byte pieces of each row together. (Each warp taking 4 consecutive chunks
   // measured 20% slower.)
   const int first = start + warp;
-  constexpr int U = ring_shape<NT>(R).slots;  // ring slots per warp
-  // Steps per tile, a multiple of U and the same for every warp, so all reach the tile's end
-  // together; steps past the range load and multiply zeros.
-  const int steps = (end - start + kWarps * U - 1) / (kWarps * U) * U;
-
+  constexpr int64_t kStride = kWarps * kChunk;  // elements between a warp's steps
   // Steps of this lane inside the range and inside k (its 8 k of chunk c are c·32 + 8t ...).
   const int lane_end = min(end, static_cast<int>((k - 8 * t + kChunk - 1) / kChunk));
   const int lane_steps = max(0, (lane_end - first + kWarps - 1) / kWarps);
-  constexpr int64_t kStride = kWarps * kChunk;  // elements between a warp's steps
+  // Rows past the weight read row 0 instead: each only feeds its own output row, never stored.
+  const __nv_bfloat16* wg = seg.w + (rg < seg.rows ? rg : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
+  const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (rh < seg.rows ? rh : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
 
-  // The load cursor runs U steps ahead of the products, over this block's tiles in turn: slot u
-  // holds step i0 + u while the products are at i0.
-  uint4 ring_g[U], ring_h[U];
-  int load_tile = blockIdx.x, load_step = 0;
-  TileRows lr = tile_rows(segs, load_tile, k, g, t);
-  const __nv_bfloat16* lg = lr.wg + static_cast<int64_t>(first) * kChunk;  // the cursor's step
-  const __nv_bfloat16* lh = lr.wh + static_cast<int64_t>(first) * kChunk;
-  // Moves the cursor to the block's next tile when this one is loaded; false once there is none.
-  __shared__ int next_tile;  // the block's tile after the cursor's, published by a barrier
-  auto take_next_tile = [&]() {
-    if (threadIdx.x == 0) next_tile = gridDim.x + (segs.queue ? atomicAdd(segs.queue, 1u) : load_tile);
-  };
-  auto cursor_on = [&]() {
-    if (load_step < steps) return true;
-    if (next_tile >= tiles) return false;
-    load_tile = next_tile;
-    lr = tile_rows(segs, load_tile, k, g, t);
-    lg = lr.wg + static_cast<int64_t>(first) * kChunk;
-    lh = lr.wh + static_cast<int64_t>(first) * kChunk;
-    load_step = 0;
-    return true;
-  };
-  // Slot u gets the cursor's step load_step + u. (A row past the weight reads row 0 instead: it
-  // only feeds its own output row, which is not stored.)
-  auto load_slot = [&](int u) {
-    const bool in_k = load_step + u < lane_steps;
-    ring_g[u] = in_k ? load_stream16(lg + u * kStride) : make_uint4(0, 0, 0, 0);
-    ring_h[u] = in_k ? load_stream16(lh + u * kStride) : make_uint4(0, 0, 0, 0);
-  };
-  auto advance_cursor = [&]() {
-    load_step += U;
-    lg += U * kStride;
-    lh += U * kStride;
-  };
+  constexpr int U = !kOverlap ? 4 : NT <= 2 ? 2 : 1;  // steps per group
+  uint4 next_g[U], next_h[U];
+  auto load_group = [&](int i0) {
 #pragma unroll
-  for (int u = 0; u < U; ++u) load_slot(u);
-  advance_cursor();
+    for (int u = 0; u < U; ++u) {
+      const bool in_k = i0 + u < lane_steps;
+      next_g[u] = in_k ? load_stream16(wg + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
+      next_h[u] = in_k ? load_stream16(wh + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  if constexpr (kOverlap) {
+    load_group(0);
+  } else if (t == 0) {
+    // (No registers to spare: the first group only into L2.)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (u < lane_steps) {
+        prefetch_l2(wg + u * kStride);
+        prefetch_l2(wh + u * kStride);
+      }
+  }
   chained_kernel_start();
   const int64_t k0 = static_cast<int64_t>(start) * kChunk;  // the block's first k
   if constexpr (kNorm) {
@@ -203,111 +153,92 @@ __global__ void __launch_bounds__(kThreads, ring_shape<NT>(R).min_blocks)
     x = xs - k0;  // x[r · ldx + kk] for kk in the range
     ldx = ld_xs;
   }
-  take_next_tile();
-  __syncthreads();
   // This lane's activation row g at its first step; n-tile j is 8j rows further.
-  const __nv_bfloat16* x_first = x + g * ldx + static_cast<int64_t>(first) * kChunk + 8 * t;
+  const __nv_bfloat16* xp = x + g * ldx + static_cast<int64_t>(first) * kChunk + 8 * t;
 
-#pragma unroll 1
-  for (int tile = blockIdx.x;;) {
-    float acc[NT][4] = {};
-    const __nv_bfloat16* xp = x_first;
-#pragma unroll 1
-    for (int i0 = 0; i0 < steps; i0 += U) {
-      const bool loading = cursor_on();
+  // Groups: the same count for every warp (steps past the range load and multiply zeros).
+  const int warp_steps = (end - start + kWarps - 1) / kWarps;
+  float acc[NT][4] = {};
+  for (int i0 = 0; i0 < warp_steps; i0 += U) {
+    if (!kOverlap) load_group(i0);
+    uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const bool in_k = i0 + u < lane_steps;
+    for (int u = 0; u < U; ++u) {
+      a_g[u] = next_g[u];
+      a_h[u] = next_h[u];
+      const bool in_k = i0 + u < lane_steps;
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const __nv_bfloat16* xj = xp + u * kStride + 8 * j * ldx;
-          const uint4 b = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
-          mma_bf16_16816(acc[j], ring_g[u].x, ring_h[u].x, ring_g[u].y, ring_h[u].y, b.x, b.y);
-          mma_bf16_16816(acc[j], ring_g[u].z, ring_h[u].z, ring_g[u].w, ring_h[u].w, b.z, b.w);
-        }
-        if (loading) load_slot(u);  // the slot's step U ahead, in flight while the others are multiplied
+      for (int j = 0; j < NT; ++j) {
+        const __nv_bfloat16* xj = xp + (i0 + u) * kStride + 8 * j * ldx;
+        b[u][j] = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
       }
-      if (loading) advance_cursor();
-      xp += U * kStride;
     }
+    if (kOverlap && i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_bf16_16816(acc[j], a_g[u].x, a_h[u].x, a_g[u].y, a_h[u].y, b[u][j].x, b[u][j].y);
+        mma_bf16_16816(acc[j], a_g[u].z, a_h[u].z, a_g[u].w, a_h[u].w, b[u][j].z, b[u][j].w);
+      }
+  }
 
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) red[((warp * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
-    __syncthreads();
-    // Every thread has moved the cursor past next_tile (or found none): take the one after it.
-    const bool last_tile = load_tile == tile;
-    if (!last_tile) take_next_tile();
+    for (int e = 0; e < 4; ++e) red[((warp * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
+  __syncthreads();
 
-    // Thread (j, l) finishes lane l's four outputs of n-tile j: the warps' sums in warp order.
-    const int item = threadIdx.x, j = item / 32, l = item % 32;
-    bool active = item < NT * 32;
-    float v[4] = {};
-    // (Warp by warp, not all 32 loads at once: the ring's registers are live here.)
+  // Thread (j, l) finishes lane l's four outputs of n-tile j: the warps' sums in warp order.
+  const int item = threadIdx.x, j = item / 32, l = item % 32;
+  const bool active = item < NT * 32;
+  float v[4] = {};
+  if (active)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v[e] += red[((w * NT + j) * 4 + e) * 32 + l];
+
+  if (segs.splits > 1) {
+    // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
+    float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
     if (active)
-#pragma unroll 1
-      for (int w = 0; w < kWarps; ++w)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] += red[((w * NT + j) * 4 + e) * 32 + l];
-
-    if (segs.splits > 1) {
-      // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
-      float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
-      if (active)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
-      __syncthreads();
-      if (last_range) {
-        __threadfence();
-        if (active)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            v[e] = 0;
-#pragma unroll 1
-            for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
-          }
-        if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
-      }
-      active = active && last_range;
-    }
-    // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
-    const TileRows out = tile_rows(segs, tile, k, g, t);  // (recomputed: fewer live registers in the loop)
-    if (active) store_tile_sums(segs.seg[out.s], pairs, segs.act, segs.ld_act, out.row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
-    __syncthreads();  // red, last_range and next_tile are the next tile's
-    if (last_tile) break;
-    tile = load_tile;
-  }
-  if (segs.queue && threadIdx.x == 0) {
-    // This block takes no more tiles; the last block to finish leaves the queue zero.
+      for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
     __threadfence();
-    if (atomicAdd(segs.queue + 1, 1u) == gridDim.x - 1) {
-      segs.queue[0] = 0;
-      segs.queue[1] = 0;
-    }
+    __syncthreads();
+    if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
+    __syncthreads();
+    if (!last_range) return;
+    __threadfence();
+    if (active)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[e] = 0;
+        for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
+      }
+    if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
   }
+  if (!active) return;
+
+  // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
+  store_tile_sums(seg, pairs, segs.act, segs.ld_act, row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
 }
 
-// How a launch's row tiles map to blocks (QWENRT_SKINNY_GRID, an experiment switch): "tiles", a
-// block per tile; "rounds", as many blocks as fit the GPU at once taking the tiles in equal
-// rounds; "queue", as many blocks as fit taking tiles from a counter as they finish one.
-enum class GridMode { kTiles, kRounds, kQueue };
-GridMode grid_mode() {
-  static const GridMode mode = [] {
-    const char* v = std::getenv("QWENRT_SKINNY_GRID");
-    const std::string s = v ? v : "tiles";
-    if (s == "rounds") return GridMode::kRounds;
-    if (s == "queue") return GridMode::kQueue;
-    return GridMode::kTiles;
-  }();
-  return mode;
+template <int NT, bool kNorm, bool kOverlap>
+void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  const auto kernel = skinny_gemm_kernel<NT, kNorm, kOverlap>;
+  const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+  if (smem > 40 * 1024) {
+    static const cudaError_t raised =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
+    QWENRT_CUDA_CHECK(raised);
+  }
+  launch_chained(kernel, dim3(tiles, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
 }
 
-// Blocks per multiprocessor of `kernel` with `smem` bytes of dynamic shared memory, times the
-// multiprocessors of the current device; remembered per (device, kernel, smem).
+// Blocks of `kernel` the current device holds at once with `smem` bytes of dynamic shared memory;
+// remembered per (device, kernel, smem).
 int64_t resident_blocks(const void* kernel, std::size_t smem) {
   struct Entry {
     int device;
@@ -323,66 +254,30 @@ int64_t resident_blocks(const void* kernel, std::size_t smem) {
   int per_sm = 0, sms = 0;
   QWENRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
   QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t blocks = static_cast<int64_t>(std::max(per_sm, 1)) * sms;
+  const int64_t blocks = static_cast<int64_t>(per_sm) * sms;
   known.push_back({device, kernel, smem, blocks});
   return blocks;
 }
 
-// Blocks in x for `tiles` row tiles of `splits` K ranges: every tile its own block when they all
-// fit at once. Otherwise, with a queue, as many blocks as fit; without, the fewest blocks that take
-// the tiles in as many equal rounds as the resident blocks need.
-int grid_blocks(const void* kernel, std::size_t smem, int tiles, int splits, bool queue) {
-  const GridMode mode = grid_mode();
-  if (mode == GridMode::kTiles) return tiles;
-  const int64_t slots = std::max<int64_t>(1, resident_blocks(kernel, smem) / splits);
-  if (tiles <= slots) return tiles;
-  if (queue) return static_cast<int>(slots);
-  const int64_t rounds = (tiles + slots - 1) / slots;
-  return static_cast<int>((tiles + rounds - 1) / rounds);
-}
-
-int row_ring() {
-  static const int ring = [] {
-    const char* v = std::getenv("QWENRT_SKINNY_RING");
-    const int r = v ? std::atoi(v) : 0;
-    return r >= 0 && r < static_cast<int>(std::size(kRowRings)) ? r : 0;
-  }();
-  return ring;
-}
-
-template <int NT, bool kNorm, int R>
-void launch_ring(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
-  const auto kernel = skinny_gemm_kernel<NT, kNorm, R>;
-  const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
-  if (smem > 40 * 1024) {
-    static const cudaError_t raised =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
-    QWENRT_CUDA_CHECK(raised);
-  }
-  Segments job = segs;
-  job.queue = grid_mode() == GridMode::kQueue && segs.splits == 1 && segs.counters ? segs.counters + kSkinnyGemmSplitTiles : nullptr;
-  const int blocks = grid_blocks(reinterpret_cast<const void*>(kernel), smem, tiles, segs.splits, job.queue != nullptr);
-  if (blocks == tiles) job.queue = nullptr;  // one round: nothing to hand out
-  launch_chained(kernel, dim3(blocks, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, job);
-}
-
+// Overlapping groups, unless the launch would fit the GPU in one wave only without (one n-tile).
+// Both variants give the same sums bit for bit: the choice never changes a result.
 template <int NT, bool kNorm = false>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
   if constexpr (NT == 1) {
-    switch (row_ring()) {
-      case 1: return launch_ring<NT, kNorm, 1>(x, n, k, ldx, segs, tiles, stream);
-      case 2: return launch_ring<NT, kNorm, 2>(x, n, k, ldx, segs, tiles, stream);
-      default: break;
-    }
+    const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+    const int64_t blocks = static_cast<int64_t>(tiles) * segs.splits;
+    if (blocks > resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, true>), smem) &&
+        blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, false>), smem))
+      return launch_variant<NT, kNorm, false>(x, n, k, ldx, segs, tiles, stream);
   }
-  launch_ring<NT, kNorm, 0>(x, n, k, ldx, segs, tiles, stream);
+  launch_variant<NT, kNorm, true>(x, n, k, ldx, segs, tiles, stream);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,
 // not read off the device: the split, and so the rounding, is then the same on every GPU).
-// A split launch has fewer tiles than this, so kSkinnyGemmSplitTiles counters suffice. (1024 and
+// A split launch has fewer tiles than this, so kSkinnyGemmCounters counters suffice. (1024 and
 // 2048 measured slower: more blocks, more partial sums, no more bandwidth.)
-constexpr int64_t kTargetBlocks = kSkinnyGemmSplitTiles;
+constexpr int64_t kTargetBlocks = kSkinnyGemmCounters;
 constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
 
 // K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so

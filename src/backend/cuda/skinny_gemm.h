@@ -26,11 +26,8 @@ namespace qwenrt::cuda {
 
 constexpr int64_t kSkinnyGemmMaxRows = 64;
 constexpr int kSkinnyGemmMaxSegments = 4;
-// Row tiles of a launch that splits K count their finished ranges in the first kSkinnyGemmSplitTiles
-// counters (never more tiles than this); the last two hand out the tiles of a launch with more
-// tiles than blocks.
-constexpr int kSkinnyGemmSplitTiles = 384;
-constexpr int kSkinnyGemmCounters = kSkinnyGemmSplitTiles + 2;
+// Row tiles of a launch that splits K count their finished ranges here (never more tiles than this).
+constexpr int kSkinnyGemmCounters = 384;
 
 // Activations computed by the launch itself: x[b, i] = bf16(h[b, i] · rsqrt(mean(h[b, :k]²) + eps) ·
 // w[i]), RMSNorm of f32 rows with the weight (1 + w already folded in) and the rounding of

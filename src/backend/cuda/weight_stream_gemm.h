@@ -46,7 +46,7 @@ struct WeightStreamConfig {
 };
 
 // Blocks of one launch at most (the counters a split tail needs), and its workspace bytes.
-constexpr int kWeightStreamMaxBlocks = kSkinnyGemmSplitTiles;
+constexpr int kWeightStreamMaxBlocks = kSkinnyGemmCounters;
 constexpr std::size_t kWeightStreamWorkspaceBytes = std::size_t{kWeightStreamMaxBlocks} * 2 * 128 * sizeof(float);
 
 // x: [n, k] bf16, row stride ldx; 1 <= n <= 8; k, ldx multiples of 8; x and weights 16-byte
