@@ -1,6 +1,7 @@
 #include "backend/cuda/skinny_gemm.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
@@ -70,16 +71,30 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
 // these 16-byte pieces feed two m16n8k16 products directly once A and B agree on the same
 // permutation of k (no shuffles).
 //
-// Each warp keeps U steps of loads in flight in registers, then runs their products. (A cp.async
-// ring of 4-8 steps per warp in shared memory measured slower on the H200: 27B decode 49 tok/s
-// against 63.) The block's first steps are prefetched into L2 before the kernel waits on the one
-// ahead of it: weights never change.
+// Each warp works in groups of U steps and issues the next group's weight loads before it
+// multiplies the current one, so 2U to U steps stay in flight and its stream does not drain
+// between groups. The first group is loaded before the kernel waits on the one ahead of it
+// (weights never change): those loads overlap that kernel's tail. (A cp.async ring of 4-8 steps
+// per warp in shared memory measured slower on the H200: 27B decode 49 tok/s against 63; a
+// ring of U register slots each refilled right after its product, slower than groups: 9B gate/up
+// 80-86% of copy against 92%; blocks taking several tiles in turn, statically or from a counter,
+// no faster than the hardware's own block scheduling.)
 //
 // With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes for its K
 // range to shared memory after the wait (normalise_rows).
-template <int NT, bool kNorm>  // n-tiles of 8 activation rows; activations normalised here
-__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k,
-                                                               int64_t ldx, Segments segs) {
+//
+// Registers decide how many blocks stay resident, and a launch whose blocks all fit at once runs
+// in one wave: overlapping groups need 64 registers for one n-tile (4 blocks per multiprocessor),
+// so a launch of 529-660 blocks (27B down and out_proj: 640) runs groups one after another
+// (kOverlap false: 48 registers, 5 blocks; 89% of copy against 76% in two waves).
+template <int NT, bool kOverlap>
+constexpr int min_blocks_per_sm() {
+  return NT == 1 ? (kOverlap ? 4 : 5) : NT == 2 ? 3 : 2;
+}
+
+template <int NT, bool kNorm, bool kOverlap>  // n-tiles of 8 activation rows; activations normalised here
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
+    skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx, Segments segs) {
   __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
   __shared__ bool last_range;
   extern __shared__ uint4 normed_raw[];  // kNorm: [n][split_chunks · kChunk] bf16
@@ -92,56 +107,73 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
   const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t rg = row0 + g, rh = pairs ? rg : rg + 8;
-  const bool has_g = rg < seg.rows, has_h = rh < seg.rows;
-  // Rows past the weight are never read, but their address stays in bounds.
-  const __nv_bfloat16* wg = seg.w + (has_g ? rg : 0) * k + 8 * t;
-  const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (has_h ? rh : 0) * k + 8 * t;
+  const int total_chunks = static_cast<int>((k + kChunk - 1) / kChunk);
+  const int start = static_cast<int>(blockIdx.y * segs.split_chunks);
+  const int end = min(total_chunks, static_cast<int>((blockIdx.y + 1) * segs.split_chunks));
+  // The warp's i-th step is chunk first + 8i: warps interleave, so a block's warps read
+  // neighbouring 64-byte pieces of each row together. (Each warp taking 4 consecutive chunks
+  // measured 20% slower.)
+  const int first = start + warp;
+  constexpr int64_t kStride = kWarps * kChunk;  // elements between a warp's steps
+  // Steps of this lane inside the range and inside k (its 8 k of chunk c are c·32 + 8t ...).
+  const int lane_end = min(end, static_cast<int>((k - 8 * t + kChunk - 1) / kChunk));
+  const int lane_steps = max(0, (lane_end - first + kWarps - 1) / kWarps);
+  // Rows past the weight read row 0 instead: each only feeds its own output row, never stored.
+  const __nv_bfloat16* wg = seg.w + (rg < seg.rows ? rg : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
+  const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (rh < seg.rows ? rh : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
 
-  const int64_t total_chunks = (k + kChunk - 1) / kChunk;
-  const int64_t start = static_cast<int64_t>(blockIdx.y) * segs.split_chunks;
-  const int64_t end = min(total_chunks, static_cast<int64_t>(blockIdx.y + 1) * segs.split_chunks);
-  // The warp's j-th chunk of the range: warps interleave, so a block's warps read neighbouring
-  // 64-byte pieces of each row together. (Each warp taking 4 consecutive chunks measured 20% slower.)
-  auto chunk = [&](int64_t j) { return start + warp + kWarps * j; };
-  float acc[NT][4] = {};
-
-  constexpr int U = NT <= 2 ? 4 : 2;  // steps in flight per warp
-  if (t == 0) {
+  constexpr int U = !kOverlap ? 4 : NT <= 2 ? 2 : 1;  // steps per group
+  uint4 next_g[U], next_h[U];
+  auto load_group = [&](int i0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = chunk(u);
-      if (c < end) {
-        if (has_g) prefetch_l2(wg + c * kChunk);
-        if (has_h) prefetch_l2(wh + c * kChunk);
-      }
+      const bool in_k = i0 + u < lane_steps;
+      next_g[u] = in_k ? load_stream16(wg + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
+      next_h[u] = in_k ? load_stream16(wh + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
     }
+  };
+  if constexpr (kOverlap) {
+    load_group(0);
+  } else if (t == 0) {
+    // (No registers to spare: the first group only into L2.)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (u < lane_steps) {
+        prefetch_l2(wg + u * kStride);
+        prefetch_l2(wh + u * kStride);
+      }
   }
   chained_kernel_start();
-  const int64_t k0 = start * kChunk;  // the block's first k
+  const int64_t k0 = static_cast<int64_t>(start) * kChunk;  // the block's first k
   if constexpr (kNorm) {
     // x becomes this block's K range of the normalised rows, in shared memory.
     __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
     const int64_t ld_xs = segs.split_chunks * kChunk;
-    normalise_rows(segs.norm, n, k, k0, min(end * kChunk, k), xs, ld_xs);
+    normalise_rows(segs.norm, n, k, k0, min(static_cast<int64_t>(end) * kChunk, k), xs, ld_xs);
     x = xs - k0;  // x[r · ldx + kk] for kk in the range
     ldx = ld_xs;
   }
-  for (int64_t j = 0; chunk(j) < end; j += U) {
+  // This lane's activation row g at its first step; n-tile j is 8j rows further.
+  const __nv_bfloat16* xp = x + g * ldx + static_cast<int64_t>(first) * kChunk + 8 * t;
+
+  // Groups: the same count for every warp (steps past the range load and multiply zeros).
+  const int warp_steps = (end - start + kWarps - 1) / kWarps;
+  float acc[NT][4] = {};
+  for (int i0 = 0; i0 < warp_steps; i0 += U) {
+    if (!kOverlap) load_group(i0);
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = chunk(j + u);
-      const int64_t kk = c * kChunk + 8 * t;
-      const bool in_k = c < end && kk < k;
-      a_g[u] = in_k && has_g ? load_stream16(wg + kk - 8 * t) : make_uint4(0, 0, 0, 0);
-      a_h[u] = in_k && has_h ? load_stream16(wh + kk - 8 * t) : make_uint4(0, 0, 0, 0);
+      a_g[u] = next_g[u];
+      a_h[u] = next_h[u];
+      const bool in_k = i0 + u < lane_steps;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const int xr = 8 * j + g;
-        const __nv_bfloat16* xp = x + xr * ldx + kk;
-        b[u][j] = !(in_k && xr < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xp) : load_shared16(xp);
+        const __nv_bfloat16* xj = xp + (i0 + u) * kStride + 8 * j * ldx;
+        b[u][j] = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
       }
     }
+    if (kOverlap && i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -190,20 +222,55 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __nv_bfloat
   if (!active) return;
 
   // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
-  const int64_t r = row0 + l / 4;
-  const int c0 = 8 * j + 2 * (l % 4);
-  store_tile_sums(seg, pairs, segs.act, segs.ld_act, r, c0, n, v);
+  store_tile_sums(seg, pairs, segs.act, segs.ld_act, row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
 }
 
-template <int NT, bool kNorm = false>
-void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+template <int NT, bool kNorm, bool kOverlap>
+void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  const auto kernel = skinny_gemm_kernel<NT, kNorm, kOverlap>;
   const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
   if (smem > 40 * 1024) {
     static const cudaError_t raised =
-        cudaFuncSetAttribute(skinny_gemm_kernel<NT, kNorm>, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
     QWENRT_CUDA_CHECK(raised);
   }
-  launch_chained(skinny_gemm_kernel<NT, kNorm>, dim3(tiles, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
+  launch_chained(kernel, dim3(tiles, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
+}
+
+// Blocks of `kernel` the current device holds at once with `smem` bytes of dynamic shared memory;
+// remembered per (device, kernel, smem).
+int64_t resident_blocks(const void* kernel, std::size_t smem) {
+  struct Entry {
+    int device;
+    const void* kernel;
+    std::size_t smem;
+    int64_t blocks;
+  };
+  thread_local std::vector<Entry> known;
+  int device = 0;
+  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
+  for (const Entry& e : known)
+    if (e.device == device && e.kernel == kernel && e.smem == smem) return e.blocks;
+  int per_sm = 0, sms = 0;
+  QWENRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t blocks = static_cast<int64_t>(per_sm) * sms;
+  known.push_back({device, kernel, smem, blocks});
+  return blocks;
+}
+
+// Overlapping groups, unless the launch would fit the GPU in one wave only without (one n-tile).
+// Both variants give the same sums bit for bit: the choice never changes a result.
+template <int NT, bool kNorm = false>
+void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  if constexpr (NT == 1) {
+    const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+    const int64_t blocks = static_cast<int64_t>(tiles) * segs.splits;
+    if (blocks > resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, true>), smem) &&
+        blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, false>), smem))
+      return launch_variant<NT, kNorm, false>(x, n, k, ldx, segs, tiles, stream);
+  }
+  launch_variant<NT, kNorm, true>(x, n, k, ldx, segs, tiles, stream);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,
