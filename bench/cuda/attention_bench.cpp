@@ -146,14 +146,17 @@ int main() {
     norm.upload(ones.data(), kDh * 4);
 
     const cuda::PrefillWindows w{first_row.as<int32_t>(), positions.as<int32_t>(), 1, T};
-    const double ms = median_ms([&] { cuda::attention_prefill(q.as<__nv_bfloat16>(), qg.as<float>(), w, kNq, cache.kv, out.as<__nv_bfloat16>(), nullptr); },
-                                2, 10);
-    const double tflops = 2.0 * T * T * kDh * kNq / (ms * 1e-3) / 1e12;  // 2·2·T²/2·Dh·Nq: causal half of QKᵀ and PV
     char what[64], rate[64];
-    std::snprintf(what, sizeof what, "prefill 8k tokens, one sequence");
-    std::snprintf(rate, sizeof rate, "%.0f TFLOP/s", tflops);
-    std::printf("%s: %.1f us, %s\n", what, ms * 1e3, rate);
-    table.push_back({what, ms * 1e3, rate});
+    for (auto kernel : {cuda::PrefillKernel::Mma, cuda::PrefillKernel::Wgmma}) {
+      if (!cuda::attention_prefill_supports(kernel)) continue;
+      const double ms = median_ms(
+          [&] { cuda::attention_prefill(q.as<__nv_bfloat16>(), qg.as<float>(), w, kNq, cache.kv, out.as<__nv_bfloat16>(), nullptr, kernel); }, 2, 10);
+      const double tflops = 2.0 * T * T * kDh * kNq / (ms * 1e-3) / 1e12;  // 2·2·T²/2·Dh·Nq: causal half of QKᵀ and PV
+      std::snprintf(what, sizeof what, "prefill 8k tokens, one sequence, %s", cuda::prefill_kernel_name(kernel));
+      std::snprintf(rate, sizeof rate, "%.0f TFLOP/s", tflops);
+      std::printf("%s: %.1f us, %s\n", what, ms * 1e3, rate);
+      table.push_back({what, ms * 1e3, rate});
+    }
 
     for (int64_t rows : {int64_t{64}, T}) {
       const cuda::QkNormRope nr{norm.as<float>(), norm.as<float>(), 1e-6f, 64, 1e7};

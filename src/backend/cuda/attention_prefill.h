@@ -3,7 +3,8 @@
 // attention_prepare has already written into the paged cache. Each row attends to cached positions
 // [0, its position]; earlier windows' keys are read from the cache like the window's own.
 //
-// Flash-attention style on bf16 tensor cores (mma.sync m16n8k16) with an f32 online softmax. GQA:
+// Flash-attention style on bf16 tensor cores with an f32 online softmax: Hopper's warpgroup products
+// (wgmma) where the build and the GPU have them, else mma.sync m16n8k16 (sm_80+). GQA:
 // a block serves all the query heads of one kv head, packing (row, head) pairs as the rows of its
 // query tile, so each K/V tile is read once for the whole group.
 #include <cuda_bf16.h>
@@ -28,7 +29,12 @@ struct PrefillWindows {
 // q: [rows, num_q_heads, 256] bf16 from attention_prepare; qg: the projection [rows, num_q_heads,
 // 2, 256] f32 whose second half per head is the gate; out: [rows, num_q_heads·256] bf16 =
 // softmax(q·Kᵀ/16 over positions <= the row's)·V · sigmoid(gate).
+// `kernel` picks the implementation (tests and benchmarks compare them); Best is the fastest this
+// GPU runs. Every choice gives the same sums within bf16 rounding of P.
+enum class PrefillKernel { Best, Mma, Wgmma };
+bool attention_prefill_supports(PrefillKernel kernel);
+const char* prefill_kernel_name(PrefillKernel kernel);
 void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads,
-                       const PagedKv& kv, __nv_bfloat16* out, cudaStream_t stream);
+                       const PagedKv& kv, __nv_bfloat16* out, cudaStream_t stream, PrefillKernel kernel = PrefillKernel::Best);
 
 }  // namespace qwenrt::cuda
