@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -98,7 +99,7 @@ TEST(RowOps, ArgmaxRowsPicksTheFirstMaximumLikeTheHost) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(23);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (int64_t width : {int64_t{1}, int64_t{31}, int64_t{1024}, int64_t{1025}, int64_t{248320}}) {
+  for (int64_t width : {int64_t{1}, int64_t{31}, int64_t{1024}, int64_t{1025}, int64_t{8191}, int64_t{248320}}) {
     const int64_t rows = 9, ldx = width + 3;
     auto x = test::random_f32(static_cast<std::size_t>(rows * ldx), rng, 4.0f);
     auto row = [&](int64_t r) { return x.data() + r * ldx; };
@@ -116,16 +117,22 @@ TEST(RowOps, ArgmaxRowsPicksTheFirstMaximumLikeTheHost) {
     }
     row(6)[width - 1] = 1e30f;
     auto dx = test::to_device(x);
-    cuda::DeviceBuffer out(static_cast<std::size_t>(rows) * sizeof(int32_t));
-    test::poison(out);
-    cuda::argmax_rows(dx.as<float>(), ldx, rows, width, out.as<int32_t>(), nullptr);
-    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto got = test::to_host<int32_t>(out, static_cast<std::size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], argmax_row(row(r), width)) << "width " << width << " row " << r;
-    EXPECT_EQ(got[1], std::min({c1, c2, c3})) << "width " << width;
-    EXPECT_EQ(got[3], 0);
-    EXPECT_EQ(got[4], 0);
-    EXPECT_EQ(got[6], width - 1);
+    // One block per row (no workspace), then the wide rows in parts with a workspace.
+    for (bool parts : {false, true}) {
+      cuda::DeviceBuffer out(static_cast<std::size_t>(rows) * sizeof(int32_t));
+      const std::size_t ws_bytes = parts ? cuda::argmax_workspace_bytes(rows, width) : 0;
+      cuda::DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 16));
+      test::poison(out);
+      test::poison(ws);
+      cuda::argmax_rows(dx.as<float>(), ldx, rows, width, out.as<int32_t>(), nullptr, parts ? ws.get() : nullptr, ws_bytes);
+      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto got = test::to_host<int32_t>(out, static_cast<std::size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], argmax_row(row(r), width)) << "width " << width << " row " << r << " parts " << parts;
+      EXPECT_EQ(got[1], std::min({c1, c2, c3})) << "width " << width;
+      EXPECT_EQ(got[3], 0);
+      EXPECT_EQ(got[4], 0);
+      EXPECT_EQ(got[6], width - 1);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace qwenrt::cuda {
@@ -29,7 +30,11 @@ void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream);
 
 // out[r] = the column of row r's largest value, the first of equal ones (as std::max_element);
 // NaN counts as −∞. Greedy decoding picks its tokens here instead of moving the logits to the host.
-void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream);
+// With a workspace of argmax_workspace_bytes(rows, width), rows as wide as a vocabulary are
+// scanned by many blocks at once (one block streams ~1 MB in 16 us); without, one block per row.
+std::size_t argmax_workspace_bytes(int64_t rows, int64_t width);
+void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream,
+                 void* workspace = nullptr, std::size_t workspace_bytes = 0);
 
 // f32 → bf16 rows (round to nearest even), for matrix-product inputs computed in f32.
 void to_bf16_rows(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width,

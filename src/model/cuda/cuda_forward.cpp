@@ -78,7 +78,7 @@ struct CudaForward::Scratch {
     const int64_t* pos64;
   } rows{};
   cuda::PinnedBuffer logits_host, tokens_host;  // what a step sends back
-  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits, argmax;
+  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits, argmax, argmax_ws;
   // The skinny GEMM's K-split tile counters: zeroed once here, left zero by every launch.
   DeviceBuffer gemm_counters;
 
@@ -410,7 +410,8 @@ void CudaForward::forward_argmax(const Step& step, const RowLayout& lay, ModelCa
   const float* dev = enqueue_step(step, lay, cache, R);
   Scratch& s = *scratch_;
   int32_t* picked = s.argmax.get<int32_t>(static_cast<std::size_t>(R));
-  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, picked, stream_);
+  const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, config_.vocab_size);
+  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, picked, stream_, s.argmax_ws.get<std::byte>(ws_bytes), ws_bytes);
   int32_t* host = s.tokens_host.get<int32_t>(static_cast<std::size_t>(R));
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, picked, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   finish_step();
