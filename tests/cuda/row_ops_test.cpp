@@ -68,8 +68,12 @@ TEST(RowOps, SwiGluFromF32AndBf16Products) {
 TEST(RowOps, RmsNormMatchesDouble) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(22);
-  for (int64_t width : {int64_t{1024}, int64_t{5120}, int64_t{77}}) {
-    const int64_t rows = 9, ldx = width + 5, ldy = width + 2;
+  // Odd strides take the scalar kernel, whole float4s the vector one.
+  struct Case {
+    int64_t width, x_pad, y_pad;
+  };
+  for (Case c : {Case{1024, 5, 2}, {5120, 5, 2}, {77, 5, 2}, {1024, 0, 0}, {5120, 4, 4}, {4100, 8, 4}}) {
+    const int64_t width = c.width, rows = 9, ldx = width + c.x_pad, ldy = width + c.y_pad;
     const float eps = 1e-6f;
     const auto x = test::random_f32(static_cast<std::size_t>(rows * ldx), rng, 2.0f);
     const auto w = test::random_f32(static_cast<std::size_t>(width), rng);
