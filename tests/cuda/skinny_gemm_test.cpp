@@ -75,9 +75,10 @@ TEST(SkinnyGemm, MatchesDoubleReferenceOnOddShapes) {
   std::mt19937 rng(7);
   // Large enough to run in one pass ({5, 9000, 4096}: on an H200, too many blocks for one wave of
   // the overlapping kernel, so its other variant), small ones split along K over blocks, and more
-  // row tiles than the GPU holds blocks at once (k 1000 ends in a partial chunk).
+  // row tiles than the GPU holds blocks at once (k 1000 ends in a partial chunk); 27B out_proj (320
+  // tiles: streamed unsplit).
   for (Problem p : {Problem{1, 16, 32}, {1, 17, 8}, {3, 1000, 1032}, {8, 33, 4096}, {9, 250, 520}, {33, 70, 264},
-                    {64, 1024, 3584}, {5, 9000, 4096}, {2, 30000, 1000}, {12, 20007, 520}}) {
+                    {64, 1024, 3584}, {5, 9000, 4096}, {2, 30000, 1000}, {12, 20007, 520}, {1, 5120, 6144}}) {
     std::vector<float> xf, wf;
     auto xb = test::random_bf16(static_cast<std::size_t>(p.n * p.k), rng, xf);
     auto wb = test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, wf);

@@ -279,10 +279,15 @@ void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segment
 // 2048 measured slower: more blocks, more partial sums, no more bandwidth.)
 constexpr int64_t kTargetBlocks = kSkinnyGemmCounters;
 constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
+constexpr int64_t kUnsplitTiles = 256;
 
 // K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so
 // an output row's rounding does not depend on the batch.
 int64_t split_count(int64_t tiles, int64_t k) {
+  // From two tiles per multiprocessor on, the overlapped kernel streams a launch alone faster than
+  // split in two with the partial-sum pass (H200, 27B out_proj and down, 320 tiles: decode +0.6-0.9%,
+  // 9B out_proj and down, 256 tiles: +1%; bench/results/2026-12-03-1500-h200.md).
+  if (tiles >= kUnsplitTiles) return 1;
   const int64_t chunks = (k + kChunk - 1) / kChunk;
   int64_t splits = 1;
   while (tiles * splits < kTargetBlocks && chunks / (splits * 2) >= kMinChunksPerSplit) splits *= 2;
