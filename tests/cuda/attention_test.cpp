@@ -129,6 +129,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionRagged,
                                            RaggedCase{{24, 4, 37}, "27B_heads_block37"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A prompt long enough that prepare takes one block per row (512 rows and more) rather than
+// spreading each row's heads over blocks: q, the cache and the prefill output against double.
+TEST(AttentionPrompt, LongWindowPreparesAndAttends) {
+  QWENRT_REQUIRE_GPU();
+  const AttentionShape sh{24, 4, 64};
+  test::FastRandom rng(5);
+  const test::NormWeights norms = test::random_norms(rng);
+  PagedCache cache(sh, {530, 8}, 9);
+  Batch b = test::prepare_batch(cache, norms, {{0, 520}, {0, 3}}, rng);
+  int64_t far_off = 0, stray = 0;
+  EXPECT_LT(q_error(b, sh.nq, &far_off), kPrepareTolerance);
+  EXPECT_EQ(far_off, 0);
+  const std::vector<double> ref = test::reference_attention(cache, b);
+  for (cuda::PrefillKernel k : prefill_kernels()) {
+    run_prefill(cache, b, k);
+    EXPECT_LT(output_error(b.d_out, ref), kOutputTolerance) << cuda::prefill_kernel_name(k);
+  }
+  EXPECT_LT(cache.check_pools(&far_off, &stray), kPrepareTolerance);
+  EXPECT_EQ(far_off, 0);
+  EXPECT_EQ(stray, 0);
+}
+
 // Long contexts: many splits, a last split of a few keys (5000 = 39·128 + 8), splits longer than the
 // minimum (9000: 57 splits of 160). The cache is filled directly; decode of both rows, then each
 // sequence alone must give the same bits (split boundaries depend on the length only). The last

@@ -38,14 +38,15 @@ __device__ __forceinline__ void store8_bf16(__nv_bfloat16* p, const float (&x)[8
   *reinterpret_cast<uint4*>(p) = u;
 }
 
-// Block (row, y) takes heads 8y .. 8y+7 of the row, one warp each, in the order query heads, key
-// heads (both normalised and rotated), value heads (converted only); 8 dims a lane. (One block
-// walking all of a decode row's heads in turn took 8 us at 27B's 32 heads.)
+// Block (row, y) takes heads 8y + w, 8y + w + 8·gridDim.y, ... of the row (warp w), in the order
+// query heads, key heads (both normalised and rotated), value heads (converted only); 8 dims a lane.
+// Decode steps spread a row's heads over blocks (one block walking 27B's 32 heads took 8 us);
+// prompts, with rows enough to fill the GPU, take one block per row (fewer angles to compute).
 __global__ void __launch_bounds__(kWarps * 32) attention_prepare_kernel(PrepareParams p) {
   const int64_t r = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int nq = p.num_q_heads, nkv = p.kv.num_kv_heads;
-  const int h = blockIdx.y * kWarps + warp;
+  const int first_head = blockIdx.y * kWarps + warp, head_step = gridDim.y * kWarps;
   // Positions and block tables are uploaded before the step's first kernel: read before the wait.
   const int pos = p.rows.positions[r];
   const int seq = p.rows.seq[r];
@@ -65,11 +66,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_prepare_kernel(PrepareP
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     cs[i] = 1.0f, sn[i] = 0.0f;
-    if (rotary && h < nq + nkv) sincosf(p.inv_freq.f[(d0 + i) % half] * static_cast<float>(pos), &sn[i], &cs[i]);
+    if (rotary && first_head < nq + nkv) sincosf(p.inv_freq.f[(d0 + i) % half] * static_cast<float>(pos), &sn[i], &cs[i]);
   }
   chained_kernel_start();
 
-  if (h < nq + 2 * nkv) {
+  for (int h = first_head; h < nq + 2 * nkv; h += head_step) {
     const float *src, *w = nullptr;
     __nv_bfloat16* dst;
     if (h < nq) {
@@ -131,7 +132,10 @@ void attention_prepare(const AttentionRows& rows, const float* qg, const float* 
   const float base = static_cast<float>(norm.theta);
   for (int d = 0; d < norm.rotary_dim / 2; ++d)
     p.inv_freq.f[d] = 1.0f / std::pow(base, static_cast<float>(2 * d) / static_cast<float>(norm.rotary_dim));
-  const unsigned head_blocks = static_cast<unsigned>((num_q_heads + 2 * kv.num_kv_heads + kWarps - 1) / kWarps);
+  // Rows that fill the GPU several times over: one block each.
+  constexpr int64_t kSpreadRows = 512;
+  const unsigned head_blocks =
+      rows.count >= kSpreadRows ? 1u : static_cast<unsigned>((num_q_heads + 2 * kv.num_kv_heads + kWarps - 1) / kWarps);
   launch_chained(attention_prepare_kernel, dim3(static_cast<unsigned>(rows.count), head_blocks), dim3(kWarps * 32), 0, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
