@@ -226,6 +226,7 @@ void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32
   check_rows(rows, "argmax_rows");
   if (width < 1 || width > (1ll << 31) - 1 || ldx < width) fail("argmax_rows: width ", width, " must be 1 to 2^31-1 and at most ldx ", ldx);
   if (rows > kMaxGridY) fail("argmax_rows: ", rows, " rows; it takes up to ", kMaxGridY);
+  if (reinterpret_cast<uintptr_t>(workspace) % alignof(float2) != 0) fail("argmax_rows: the workspace is not 8-byte aligned");
   if (rows == 0) return;
   // Without (enough) workspace: one block per row.
   const int parts = workspace && workspace_bytes >= argmax_workspace_bytes(rows, width) ? argmax_parts(width) : 1;
