@@ -31,13 +31,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_mma_kernel(P
                  v_smem = k_smem + kKvBytes;
   auto layout = [](int row, int chunk) { return swizzled(row, chunk); };
 
-  // The query tile; pairs past the window are zero-filled.
-#pragma unroll 4
-  for (int j = 0; j < kTileRows / kWarps; ++j) {
-    const int r = warp + kWarps * j, m = tile.m0 + r;
-    const bool valid = m < tile.m_rows;
-    copy_head_row_async(q_smem, r, p.q + (valid ? query_row_offset(p, tile, m) : 0), valid, lane);
-  }
+  copy_query_rows(q_smem, p, tile, warp, lane, layout);
   int64_t offsets = key_row_offsets(p, tile, 0, warp, lane);
   copy_key_rows(k_smem, p.kv.k, tile, 0, offsets, warp, lane, layout);
   cp_async_commit();

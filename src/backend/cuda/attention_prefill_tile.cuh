@@ -83,6 +83,18 @@ __device__ __forceinline__ void copy_key_rows(uint32_t dst, const __nv_bfloat16*
   }
 }
 
+// The warp copies its rows of the block's query tile (rows warp, warp + 8, ...) into the tile at
+// `dst` laid out by `offset(row, chunk)`; pairs past the window are zero-filled.
+template <typename Layout>
+__device__ __forceinline__ void copy_query_rows(uint32_t dst, const Params& p, const Tile& tile, int warp, int lane, Layout offset) {
+#pragma unroll 4
+  for (int j = 0; j < kTileRows / kWarps; ++j) {
+    const int r = warp + kWarps * j, m = tile.m0 + r;
+    const bool valid = m < tile.m_rows;
+    cp_async16(dst + offset(r, lane), p.q + (valid ? query_row_offset(p, tile, m) : 0) + 8 * lane, valid);
+  }
+}
+
 // Running softmax state of the lane's two rows.
 struct SoftmaxRows {
   int qpos[2];  // positions of rows g and g+8; -1 for padding (masked everywhere)

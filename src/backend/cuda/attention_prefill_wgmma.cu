@@ -36,13 +36,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_wgmma_kernel
   auto q_layout = [](int row, int chunk) { return wgmma_tile_offset(kTileRows, row, chunk); };
   auto kv_layout = [](int row, int chunk) { return wgmma_tile_offset(kTileKeys, row, chunk); };
 
-  // The query tile (pairs past the window zero-filled), then K(0) and V(0).
-#pragma unroll 4
-  for (int j = 0; j < kTileRows / kWarps; ++j) {
-    const int r = warp + kWarps * j, m = tile.m0 + r;
-    const bool valid = m < tile.m_rows;
-    cp_async16(q_smem + q_layout(r, lane), p.q + (valid ? query_row_offset(p, tile, m) : 0) + 8 * lane, valid);
-  }
+  // The query tile, then K(0) and V(0).
+  copy_query_rows(q_smem, p, tile, warp, lane, q_layout);
   int64_t offsets = key_row_offsets(p, tile, 0, warp, lane);
   copy_key_rows(k_smem(0), p.kv.k, tile, 0, offsets, warp, lane, kv_layout);
   copy_key_rows(v_smem(0), p.kv.v, tile, 0, offsets, warp, lane, kv_layout);

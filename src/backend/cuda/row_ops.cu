@@ -68,17 +68,11 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm4_kernel(const float* x,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) warp_sums[warp] = ss;
   __syncthreads();
-  float total = 0;
-#pragma unroll
-  for (int i = 0; i < kNormThreads / 32; ++i) total += warp_sums[i];
-  const float scale = rsqrtf(total / static_cast<float>(width) + eps);
+  const float scale = rms_scale<kNormThreads / 32>(warp_sums, 1, width, eps);
   __nv_bfloat16* yr = y + static_cast<int64_t>(blockIdx.x) * ldy;
-  for (int64_t i = 4 * static_cast<int64_t>(threadIdx.x); i < width; i += 4 * kNormThreads) {
-    const float4 v = *reinterpret_cast<const float4*>(xr + i), g = __ldg(reinterpret_cast<const float4*>(w + i));
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale * g.x, v.y * scale * g.y);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale * g.z, v.w * scale * g.w);
-    *reinterpret_cast<uint2*>(yr + i) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-  }
+  for (int64_t i = 4 * static_cast<int64_t>(threadIdx.x); i < width; i += 4 * kNormThreads)
+    *reinterpret_cast<uint2*>(yr + i) =
+        normalise4_bf16(*reinterpret_cast<const float4*>(xr + i), __ldg(reinterpret_cast<const float4*>(w + i)), scale);
 }
 
 // Blocks along x cover a row's width, blocks along y its rows (looping past 65535 rows).

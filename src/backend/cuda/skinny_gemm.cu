@@ -45,21 +45,13 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
     if (lane == 0) square_sums[warp][r] = ss;
   }
   __syncthreads();
-  if (threadIdx.x < n) {
-    float total = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += square_sums[w][threadIdx.x];
-    scale[threadIdx.x] = rsqrtf(total / static_cast<float>(k) + nr.eps);
-  }
+  if (threadIdx.x < n) scale[threadIdx.x] = rms_scale<kWarps>(&square_sums[0][threadIdx.x], kSkinnyGemmMaxNormedRows, k, nr.eps);
   __syncthreads();
   for (int r = 0; r < n; ++r) {
     const float* hr = nr.h + r * nr.ldh;
     for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
-      const float4 v = *reinterpret_cast<const float4*>(hr + i), w = __ldg(reinterpret_cast<const float4*>(nr.w + i));
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale[r] * w.x, v.y * scale[r] * w.y);
-      const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale[r] * w.z, v.w * scale[r] * w.w);
       *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
-          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+          normalise4_bf16(*reinterpret_cast<const float4*>(hr + i), __ldg(reinterpret_cast<const float4*>(nr.w + i)), scale[r]);
     }
   }
   __syncthreads();
@@ -85,8 +77,9 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
 //
 // Registers decide how many blocks stay resident, and a launch whose blocks all fit at once runs
 // in one wave: overlapping groups need 64 registers for one n-tile (4 blocks per multiprocessor),
-// so a launch of 529-660 blocks (27B down and out_proj: 640) runs groups one after another
-// (kOverlap false: 48 registers, 5 blocks; 89% of copy against 76% in two waves).
+// so a launch of 529-660 blocks (9B q/k/v with the norm: 640) runs groups one after another
+// (kOverlap false: 48 registers, 5 blocks; on 27B down split in two, 640 blocks, it streamed at
+// 89% of copy against 76% in two waves).
 template <int NT, bool kOverlap>
 constexpr int min_blocks_per_sm() {
   return NT == 1 ? (kOverlap ? 4 : 5) : NT == 2 ? 3 : 2;
