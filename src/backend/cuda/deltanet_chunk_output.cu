@@ -13,8 +13,10 @@ namespace {
 
 constexpr int kOutputThreads = 256;
 // Shared memory, 103 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k and Δ
-// as hi and lo (deltanet_chunks.cuh), Δ in K's place once P is made. Q, K and S₀ are requested at
-// the start, in two groups in the order the products need them, Δ after P.
+// as hi and lo (deltanet_chunks.cuh), Δ in K's place once P is made, z in Q's once Q S₀ is. Q, K
+// and S₀ are requested at the start, in two groups in the order the products need them, Δ after
+// P, z before P Δ (read from memory only at the end, z's loads stalled the kernel for a third of
+// its time).
 struct OutputSmem {
   alignas(16) __nv_bfloat16 q[kC][kLd128];
   alignas(16) __nv_bfloat16 qlo[kC][kLd128];
@@ -22,13 +24,14 @@ struct OutputSmem {
   alignas(16) __nv_bfloat16 klo[kC][kLd128];  // K_lo, then Δ_lo
   alignas(16) __nv_bfloat16 s0[kD][kLd128];
   alignas(16) float gcum[kC];
+  alignas(16) float norm_w[kD];  // read at the start: from memory at the end it stalled the norm
   float row_ss[2][kC];
 };
-
-// Two adjacent values of a row, as one 8-byte load where the address allows it.
-__device__ __forceinline__ float2 load_pair(const float* p, bool aligned) {
-  return aligned ? *reinterpret_cast<const float2*>(p) : make_float2(p[0], p[1]);
-}
+// z's rows for the gated norm, f32, in the place of Q (hi and lo) once O = Q S₀ is made. A row
+// stride of 8 floats more than 128 puts a warp's float2 reads of 8 rows in two wavefronts.
+constexpr int kLdZ = kD + 8;
+static_assert(kC * kLdZ * sizeof(float) <= 2 * sizeof(OutputSmem::q), "z's tile fits where Q and Q_lo were");
+__device__ __forceinline__ float* z_tile(OutputSmem& sm) { return reinterpret_cast<float*>(&sm.q[0][0]); }
 
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
@@ -50,6 +53,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
   copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
+  if (tid < kD) sm.norm_w[tid] = p.norm_w[tid];  // any alignment; seen by all after the first barrier
   cp_async_commit();
   copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();
@@ -127,7 +131,18 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     o[nt][3] *= e1;
   }
   cp_async_wait<0>();  // Δ
-  __syncthreads();
+  __syncthreads();      // ... and Q read by all: z's rows into its place, in flight during P Δ
+  float* zs = z_tile(sm);
+  const bool z_async = (reinterpret_cast<uintptr_t>(p.z) % 16 == 0) && p.ld_z % 4 == 0;
+  for (int e = tid; e < ch.rows * (kD / 4); e += kOutputThreads) {
+    const int r = e / (kD / 4), c4 = 4 * (e % (kD / 4));
+    const float* src = p.z + (ch.first_row + r) * p.ld_z + int64_t{hv} * kD + c4;
+    if (z_async)
+      cp_async16(zs + r * kLdZ + c4, src);
+    else
+      *reinterpret_cast<float4*>(zs + r * kLdZ + c4) = make_float4(src[0], src[1], src[2], src[3]);
+  }
+  cp_async_commit();
 #pragma unroll
   for (int j = 0; j < kC / 16; ++j)
     if (j <= rb) {
@@ -158,23 +173,23 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     sm.row_ss[cb][row0] = ss0;
     sm.row_ss[cb][row1] = ss1;
   }
+  cp_async_wait<0>();  // z
   __syncthreads();
-  // A lane has columns 2t, 2t+1 of each 8-column tile: pairs, moved as pairs where z, the norm
-  // weights and the output row are aligned for it (the row strides need not be even).
+  // A lane has columns 2t, 2t+1 of each 8-column tile: pairs, stored as pairs where the output
+  // row is aligned for it (the row strides need not be even).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = half == 0 ? row0 : row1;
     if (row >= ch.rows) continue;
     const float inv = 1.0f / sqrtf((sm.row_ss[0][row] + sm.row_ss[1][row]) / static_cast<float>(kD) + p.eps);
     const int64_t R = ch.first_row + row;
-    const float* z = p.z + R * p.ld_z + int64_t{hv} * kD;
+    const float* z = zs + row * kLdZ;
     __nv_bfloat16* y = p.out + R * p.ld_out + int64_t{hv} * kD;
-    const bool pairs = (reinterpret_cast<uintptr_t>(z) | reinterpret_cast<uintptr_t>(p.norm_w)) % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(y) % 4 == 0;
+    const bool pairs = reinterpret_cast<uintptr_t>(y) % 4 == 0;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int col = 64 * cb + 8 * nt + 2 * t;
-      const float2 zz = load_pair(z + col, pairs), nw = load_pair(p.norm_w + col, pairs);
+      const float2 zz = *reinterpret_cast<const float2*>(z + col), nw = *reinterpret_cast<const float2*>(&sm.norm_w[col]);
       const float v0 = o[nt][2 * half] * inv * nw.x * silu(zz.x), v1 = o[nt][2 * half + 1] * inv * nw.y * silu(zz.y);
       if (pairs) {
         *reinterpret_cast<uint32_t*>(y + col) = pack_bf16(v0, v1);
