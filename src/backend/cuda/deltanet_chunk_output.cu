@@ -6,17 +6,16 @@
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
-// output: one block per (chunk, value head). P = (Q Kᵀ) ⊙ e^{G_t−G_s} on and below the diagonal,
-// O = diag(γ) Q S₀ + P Δ, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of O
-// 64(w/4)..; the two warps of a row block each form the P rows they need (P is cheap next to the
-// rest), and P goes from accumulators to A fragments in registers.
+// output: one block per (chunk, value head). O = diag(γ) Q S₀ + P Δ with P = (Q Kᵀ) ⊙ e^{G_t−G_s}
+// on and below the diagonal, then the gated RMSNorm, to bf16. Warp w: rows 16(w%4).., columns of
+// O 64(w/4)..; P is made once, by blocks spread over all warps, through shared memory.
 
 constexpr int kOutputThreads = 256;
-// Shared memory, 103 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k and Δ
-// as hi and lo (deltanet_chunks.cuh), Δ in K's place once P is made, z in Q's once Q S₀ is. Q, K
-// and S₀ are requested at the start, in two groups in the order the products need them, Δ after
-// P, z before P Δ (read from memory only at the end, z's loads stalled the kernel for a third of
-// its time).
+// Shared memory, 104 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k and Δ
+// as hi and lo (deltanet_chunks.cuh). Q, S₀ and then K are requested at the start, in the order
+// the products need them; P goes in S₀'s place once Q S₀ is made, Δ in K's and z in Q's once P is
+// (z fetched before P Δ rather than read from memory at the end, where its loads stalled the
+// kernel for a third of its time).
 struct OutputSmem {
   alignas(16) __nv_bfloat16 q[kC][kLd128];
   alignas(16) __nv_bfloat16 qlo[kC][kLd128];
@@ -32,6 +31,10 @@ struct OutputSmem {
 constexpr int kLdZ = kD + 8;
 static_assert(kC * kLdZ * sizeof(float) <= 2 * sizeof(OutputSmem::q), "z's tile fits where Q and Q_lo were");
 __device__ __forceinline__ float* z_tile(OutputSmem& sm) { return reinterpret_cast<float*>(&sm.q[0][0]); }
+// P (hi, then lo: [kC][kLd64] bf16 each) in the place of S₀ once O = Q S₀ is made.
+static_assert(2 * kC * kLd64 * sizeof(__nv_bfloat16) <= sizeof(OutputSmem::s0), "P's tiles fit where S₀ was");
+__device__ __forceinline__ __nv_bfloat16* p_hi(OutputSmem& sm) { return &sm.s0[0][0]; }
+__device__ __forceinline__ __nv_bfloat16* p_lo(OutputSmem& sm) { return &sm.s0[0][0] + kC * kLd64; }
 
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
@@ -50,64 +53,18 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const int64_t qk_tile = (c * p.nk + hk) * kC * kD;
   copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + qk_tile, kD);
   copy_tile_async<kC, kD>(&sm.qlo[0][0], kLd128, work.qlo + qk_tile, kD);
-  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
-  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   if (tid < kD) sm.norm_w[tid] = p.norm_w[tid];  // any alignment; seen by all after the first barrier
-  cp_async_commit();
   copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();
-  cp_async_wait<1>();  // Q, K, G
-  __syncthreads();
-
-  // P rows 16rb.., columns s < 16(rb+1) (the rest is above the diagonal): A = Q rows, B = K rows,
-  // Q_hi K_hi + Q_lo K_hi + Q_hi K_lo (Q Kᵀ from bf16 q and k alone costs the output rows, where the
-  // gated norm scales a small O up, several 1e-3). Masked and decayed in the accumulators, then
-  // split into pf[j] and pflo[j], the A fragments (hi, lo) of the 16-step s = 16j...
-  const int row0 = 16 * rb + g, row1 = row0 + 8;
-  uint32_t pf[kC / 16][4], pflo[kC / 16][4];
-  {
-    float acc[kC / 8][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t qa[4], qalo[4];
-      load_a(qa, q_tile, kLd128, 16 * rb, 16 * ks, lane);
-      load_a(qalo, qlo_tile, kLd128, 16 * rb, 16 * ks, lane);
-#pragma unroll
-      for (int j = 0; j < kC / 16; ++j)
-        if (j <= rb) {
-          uint32_t b[4], blo[4];
-          load_b_nk(b, k_tile, kLd128, 16 * ks, 16 * j, lane);
-          load_b_nk(blo, klo_tile, kLd128, 16 * ks, 16 * j, lane);
-          mma_pair(acc[2 * j], acc[2 * j + 1], qa, b);
-          mma_pair(acc[2 * j], acc[2 * j + 1], qalo, b);
-          mma_pair(acc[2 * j], acc[2 * j + 1], qa, blo);
-        }
-    }
-    const float g0 = sm.gcum[row0], g1 = sm.gcum[row1];
-#pragma unroll
-    for (int j = 0; j < kC / 16; ++j) {
-      if (j > rb) continue;
-#pragma unroll
-      for (int n = 2 * j; n < 2 * j + 2; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = i >= 2 ? row1 : row0, col = 8 * n + 2 * t + (i & 1);
-          acc[n][i] = col <= row ? acc[n][i] * expf((i >= 2 ? g1 : g0) - sm.gcum[col]) : 0.0f;
-        }
-      accumulators_to_a(pf[j], acc[2 * j], acc[2 * j + 1]);
-      accumulators_to_a_lo(pflo[j], acc[2 * j], acc[2 * j + 1]);
-    }
-  }
-  __syncthreads();  // K read by all: Δ (hi, lo) into its place
-  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.delta + head_tile, kD);
-  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.dlo + head_tile, kD);
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   cp_async_commit();
-  cp_async_wait<1>();  // S₀
+  cp_async_wait<1>();  // Q, S₀, G
   __syncthreads();
 
-  // O = (Q_hi + Q_lo) S₀ (B = S₀, k-major), scaled by γ_t per row; then O += P Δ (B = Δ, k-major)
-  // over the 16-steps on and below the diagonal, as P_hi Δ_hi + P_lo Δ_hi + P_hi Δ_lo.
+  // O = (Q_hi + Q_lo) S₀ (B = S₀, k-major), scaled by γ_t per row.
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
   float o[8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks) {
@@ -130,8 +87,53 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     o[nt][2] *= e1;
     o[nt][3] *= e1;
   }
-  cp_async_wait<0>();  // Δ
-  __syncthreads();      // ... and Q read by all: z's rows into its place, in flight during P Δ
+  cp_async_wait<0>();  // K
+  __syncthreads();     // ... and S₀ read by all: P goes in its place
+
+  // P = (Q Kᵀ) ⊙ e^{G_t−G_s} on and below the diagonal, by 16×16 blocks spread evenly over the
+  // warps (a warp making the P rows of its own O rows would do 1 to 4 blocks, and each block twice
+  // over); A = Q rows, B = K rows, Q_hi K_hi + Q_lo K_hi + Q_hi K_lo (Q Kᵀ from bf16 q and k alone
+  // costs the output rows, where the gated norm scales a small O up, several 1e-3). To shared
+  // memory as hi and lo, rounded as the A fragments of P Δ take them.
+  {
+    constexpr int kBlocks = (kC / 16) * (kC / 16 + 1) / 2;  // 10: (r, j) with j <= r, row-major
+    for (int blk = warp; blk < kBlocks; blk += kOutputThreads / 32) {
+      int r = 0;
+      while ((r + 1) * (r + 2) / 2 <= blk) ++r;
+      const int j = blk - r * (r + 1) / 2;
+      float acc[2][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t qa[4], qalo[4], b[4], blo[4];
+        load_a(qa, q_tile, kLd128, 16 * r, 16 * ks, lane);
+        load_a(qalo, qlo_tile, kLd128, 16 * r, 16 * ks, lane);
+        load_b_nk(b, k_tile, kLd128, 16 * ks, 16 * j, lane);
+        load_b_nk(blo, klo_tile, kLd128, 16 * ks, 16 * j, lane);
+        mma_pair(acc[0], acc[1], qa, b);
+        mma_pair(acc[0], acc[1], qalo, b);
+        mma_pair(acc[0], acc[1], qa, blo);
+      }
+      const int pr0 = 16 * r + g, pr1 = pr0 + 8;
+      const float g0 = sm.gcum[pr0], g1 = sm.gcum[pr1];
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = i >= 2 ? pr1 : pr0, col = 16 * j + 8 * n + 2 * t + (i & 1);
+          acc[n][i] = col <= row ? acc[n][i] * expf((i >= 2 ? g1 : g0) - sm.gcum[col]) : 0.0f;
+        }
+        const int col = 16 * j + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t*>(p_hi(sm) + pr0 * kLd64 + col) = pack_bf16(acc[n][0], acc[n][1]);
+        *reinterpret_cast<uint32_t*>(p_hi(sm) + pr1 * kLd64 + col) = pack_bf16(acc[n][2], acc[n][3]);
+        *reinterpret_cast<uint32_t*>(p_lo(sm) + pr0 * kLd64 + col) = pack_bf16_lo(acc[n][0], acc[n][1]);
+        *reinterpret_cast<uint32_t*>(p_lo(sm) + pr1 * kLd64 + col) = pack_bf16_lo(acc[n][2], acc[n][3]);
+      }
+    }
+  }
+  __syncthreads();  // P whole; K and Q read by all: Δ (hi, lo) into K's place, z's rows into Q's
+  copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.delta + head_tile, kD);
+  copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.dlo + head_tile, kD);
+  cp_async_commit();
   float* zs = z_tile(sm);
   const bool z_async = (reinterpret_cast<uintptr_t>(p.z) % 16 == 0) && p.ld_z % 4 == 0;
   for (int e = tid; e < ch.rows * (kD / 4); e += kOutputThreads) {
@@ -143,17 +145,26 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
       *reinterpret_cast<float4*>(zs + r * kLdZ + c4) = make_float4(src[0], src[1], src[2], src[3]);
   }
   cp_async_commit();
+  cp_async_wait<1>();  // Δ
+  __syncthreads();
+
+  // O += P Δ (A = P from shared memory, B = Δ, k-major) over the 16-steps on and below the
+  // diagonal, as P_hi Δ_hi + P_lo Δ_hi + P_hi Δ_lo.
+  const uint32_t phi_tile = smem_addr(p_hi(sm)), plo_tile = smem_addr(p_lo(sm));
 #pragma unroll
   for (int j = 0; j < kC / 16; ++j)
     if (j <= rb) {
+      uint32_t pf[4], pflo[4];
+      load_a(pf, phi_tile, kLd64, 16 * rb, 16 * j, lane);
+      load_a(pflo, plo_tile, kLd64, 16 * rb, 16 * j, lane);
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
         uint32_t b[4], blo[4];
         load_b_kn(b, d_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
         load_b_kn(blo, dlo_tile, kLd128, 16 * j, 64 * cb + 16 * h, lane);
-        mma_pair(o[2 * h], o[2 * h + 1], pf[j], b);
-        mma_pair(o[2 * h], o[2 * h + 1], pflo[j], b);
-        mma_pair(o[2 * h], o[2 * h + 1], pf[j], blo);
+        mma_pair(o[2 * h], o[2 * h + 1], pf, b);
+        mma_pair(o[2 * h], o[2 * h + 1], pflo, b);
+        mma_pair(o[2 * h], o[2 * h + 1], pf, blo);
       }
     }
 
