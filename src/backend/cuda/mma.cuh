@@ -85,7 +85,4 @@ __device__ __forceinline__ void chained_kernel_start() {
   grid_launch_dependents();
 }
 
-// Asks L2 to fetch the 128-byte line of p (memory nobody writes during the forward: weights).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 }  // namespace qwenrt::cuda

@@ -75,18 +75,22 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
 // With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes for its K
 // range to shared memory after the wait (normalise_rows).
 //
-// Registers decide how many blocks stay resident, and a launch whose blocks all fit at once runs
-// in one wave: overlapping groups need 64 registers for one n-tile (4 blocks per multiprocessor),
-// so a launch of 529-660 blocks (9B q/k/v with the norm: 640) runs groups one after another
-// (kOverlap false: 48 registers, 5 blocks; on 27B down split in two, 640 blocks, it streamed at
-// 89% of copy against 76% in two waves).
-template <int NT, bool kOverlap>
+// Deeper groups keep more bytes in flight but need registers, and registers decide how many blocks
+// stay resident: for one n-tile, U = 2 takes 64 registers (4 blocks per multiprocessor), U = 3
+// 80 (3 blocks), U = 4 118 (2 blocks). A launch runs the deepest groups that still hold all its
+// blocks at once (launch()); the sums are the same bit for bit at any depth.
+template <int NT, int U>
 constexpr int min_blocks_per_sm() {
-  return NT == 1 ? (kOverlap ? 4 : 5) : NT == 2 ? 3 : 2;
+  return NT == 1 ? (U <= 2 ? 4 : U == 3 ? 3 : 2) : NT == 2 ? 3 : 2;
 }
 
-template <int NT, bool kNorm, bool kOverlap>  // n-tiles of 8 activation rows; activations normalised here
-__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
+template <int NT>
+constexpr int default_group_steps() {
+  return NT <= 2 ? 2 : 1;
+}
+
+template <int NT, bool kNorm, int U>  // n-tiles of 8 activation rows; activations normalised here; steps per group
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx, Segments segs) {
   __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
   __shared__ bool last_range;
@@ -115,7 +119,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
   const __nv_bfloat16* wg = seg.w + (rg < seg.rows ? rg : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
   const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (rh < seg.rows ? rh : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
 
-  constexpr int U = !kOverlap ? 4 : NT <= 2 ? 2 : 1;  // steps per group
   uint4 next_g[U], next_h[U];
   auto load_group = [&](int i0) {
 #pragma unroll
@@ -125,17 +128,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
       next_h[u] = in_k ? load_stream16(wh + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
     }
   };
-  if constexpr (kOverlap) {
-    load_group(0);
-  } else if (t == 0) {
-    // (No registers to spare: the first group only into L2.)
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (u < lane_steps) {
-        prefetch_l2(wg + u * kStride);
-        prefetch_l2(wh + u * kStride);
-      }
-  }
+  load_group(0);
   chained_kernel_start();
   const int64_t k0 = static_cast<int64_t>(start) * kChunk;  // the block's first k
   if constexpr (kNorm) {
@@ -153,7 +146,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
   const int warp_steps = (end - start + kWarps - 1) / kWarps;
   float acc[NT][4] = {};
   for (int i0 = 0; i0 < warp_steps; i0 += U) {
-    if (!kOverlap) load_group(i0);
     uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -166,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
         b[u][j] = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
       }
     }
-    if (kOverlap && i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
+    if (i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -218,9 +210,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, kOverlap>())
   store_tile_sums(seg, pairs, segs.act, segs.ld_act, row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
 }
 
-template <int NT, bool kNorm, bool kOverlap>
+template <int NT, bool kNorm, int U>
 void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
-  const auto kernel = skinny_gemm_kernel<NT, kNorm, kOverlap>;
+  const auto kernel = skinny_gemm_kernel<NT, kNorm, U>;
   const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
   if (smem > 40 * 1024) {
     static const cudaError_t raised =
@@ -252,18 +244,21 @@ int64_t resident_blocks(const void* kernel, std::size_t smem) {
   return blocks;
 }
 
-// Overlapping groups, unless the launch would fit the GPU in one wave only without (one n-tile).
-// Both variants give the same sums bit for bit: the choice never changes a result.
+// One n-tile: the deepest groups whose blocks all fit the GPU at once (27B out_proj and down, 320
+// tiles: U = 3; 9B, 256 tiles: U = 4; measured on the H200: 27B decode +0.9%, 9B +2.6%). Launches
+// too large for one wave keep U = 2 (even two waves of it measured faster than groups loaded one
+// after another: 9B q/k/v with the norm, 640 blocks, +1%).
 template <int NT, bool kNorm = false>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
   if constexpr (NT == 1) {
     const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
     const int64_t blocks = static_cast<int64_t>(tiles) * segs.splits;
-    if (blocks > resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, true>), smem) &&
-        blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, false>), smem))
-      return launch_variant<NT, kNorm, false>(x, n, k, ldx, segs, tiles, stream);
+    if (blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, 4>), smem))
+      return launch_variant<NT, kNorm, 4>(x, n, k, ldx, segs, tiles, stream);
+    if (blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, 3>), smem))
+      return launch_variant<NT, kNorm, 3>(x, n, k, ldx, segs, tiles, stream);
   }
-  launch_variant<NT, kNorm, true>(x, n, k, ldx, segs, tiles, stream);
+  launch_variant<NT, kNorm, default_group_steps<NT>()>(x, n, k, ldx, segs, tiles, stream);
 }
 
 // Row tiles below which a launch splits K to keep every multiprocessor streaming (a fixed number,

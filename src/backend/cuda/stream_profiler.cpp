@@ -27,9 +27,9 @@ cudaEvent_t StreamProfiler::event() {
   return e;
 }
 
-void StreamProfiler::begin(const char* part, cudaStream_t stream) {
+void StreamProfiler::begin(const char* part, cudaStream_t stream, const char* detail) {
   if (!enabled_) return;
-  Mark m{part, event(), event()};
+  Mark m{detail ? std::string(part) + detail : std::string(part), event(), event()};
   QWENRT_CUDA_CHECK(cudaEventRecord(m.start, stream));
   open_.push_back(m);
 }
@@ -46,7 +46,9 @@ void StreamProfiler::collect() {
   for (const Mark& m : done_) {
     float ms = 0;
     QWENRT_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
-    total_ms_[m.part] += ms;
+    Total& t = totals_[m.part];
+    t.ms += ms;
+    ++t.calls;
     free_.push_back(m.start);
     free_.push_back(m.stop);
   }
@@ -56,15 +58,17 @@ void StreamProfiler::collect() {
 std::string StreamProfiler::report() const {
   std::vector<std::pair<double, std::string>> rows;
   double sum = 0;
-  for (const auto& [part, ms] : total_ms_) {
-    rows.emplace_back(ms, part);
-    sum += ms;
+  for (const auto& [part, t] : totals_) {
+    rows.emplace_back(t.ms, part);
+    sum += t.ms;
   }
   std::sort(rows.rbegin(), rows.rend());
   std::string out;
-  char line[160];
+  char line[200];
   for (const auto& [ms, part] : rows) {
-    std::snprintf(line, sizeof line, "  %-28s %10.2f ms  %5.1f%%\n", part.c_str(), ms, sum > 0 ? 100.0 * ms / sum : 0.0);
+    const long calls = totals_.at(part).calls;
+    std::snprintf(line, sizeof line, "  %-36s %10.2f ms  %5.1f%%  %7ld calls  %9.1f us/call\n", part.c_str(), ms,
+                  sum > 0 ? 100.0 * ms / sum : 0.0, calls, calls ? 1000.0 * ms / static_cast<double>(calls) : 0.0);
     out += line;
   }
   return out;

@@ -159,6 +159,13 @@ std::string CudaForward::describe() const {
   return "cuda:" + std::to_string(device_) + " (" + device_name_ + ", " + std::to_string(weights_.arena.bytes() >> 20) + " MiB of weights)";
 }
 
+namespace {
+// Profiler name suffixes: which product kernel ran a part.
+constexpr const char* kSkinny = " (skinny)";
+constexpr const char* kSkinnyNormed = " (skinny, normed)";
+constexpr const char* kCublas = " (cuBLAS)";
+}  // namespace
+
 CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
   if (auto* s = dynamic_cast<CacheState*>(cache.device_state())) return *s;
   if (cache.device_state()) fail("internal: the cache belongs to another device executor");
@@ -181,16 +188,16 @@ CudaForward::CacheState& CudaForward::cache_state(ModelCache& cache) {
   return ref;
 }
 
-void CudaForward::matmul(const bf16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets) {
+void CudaForward::matmul(const char* part, const bf16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets) {
   if (n <= kDecodeRows) {
     // Decode rows: one weight-streaming launch for all targets.
-    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+    const cuda::StreamProfiler::Scope scope(profiler_, part, stream_, kSkinny);
     const std::vector<cuda::GemmSegment> segs = segments_of(targets);
     cuda::skinny_gemm(x, n, k, ldx, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
     return;
   }
   if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
-  const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
+  const cuda::StreamProfiler::Scope scope(profiler_, part, stream_, kCublas);
   // Targets whose weights follow each other in the arena and whose outputs sit side by side in one
   // row run as one product: one pass over x instead of several, and no small-N products (b and a).
   const MatmulTarget* run = nullptr;  // the first target of the product being gathered
@@ -224,7 +231,7 @@ const bf16* CudaForward::normed_rows(const float* norm_w, int64_t T) {
   Scratch& s = *scratch_;
   const int64_t H = config_.hidden_size;
   bf16* xn = s.xn.get<bf16>(static_cast<std::size_t>(T * H));
-  const cuda::StreamProfiler::Scope scope(profiler_, "norms, swiglu", stream_);
+  const cuda::StreamProfiler::Scope scope(profiler_, "rms norm", stream_);
   cuda::rms_norm_rows(s.h.get<float>(static_cast<std::size_t>(T * H)), H, norm_w, xn, H, T, H, static_cast<float>(config_.rms_norm_eps),
                       stream_);
   return xn;
@@ -235,11 +242,11 @@ cuda::SkinnyNormedRows CudaForward::residual_normed_by(const float* norm_w, int6
   return {scratch_->h.get<float>(static_cast<std::size_t>(T * H)), H, norm_w, static_cast<float>(config_.rms_norm_eps)};
 }
 
-void CudaForward::normed_matmul(const float* norm_w, int64_t T, std::initializer_list<MatmulTarget> targets) {
+void CudaForward::normed_matmul(const char* part, const float* norm_w, int64_t T, std::initializer_list<MatmulTarget> targets) {
   const int64_t H = config_.hidden_size;
-  if (!fused_norm(T)) return matmul(normed_rows(norm_w, T), T, H, H, targets);
+  if (!fused_norm(T)) return matmul(part, normed_rows(norm_w, T), T, H, H, targets);
   // Decode rows: the weight-streaming launch normalises the residual rows itself (no norm launch).
-  const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+  const cuda::StreamProfiler::Scope scope(profiler_, part, stream_, kSkinnyNormed);
   const std::vector<cuda::GemmSegment> segs = segments_of(targets);
   cuda::skinny_gemm(residual_normed_by(norm_w, T), T, H, segs, stream_, scratch_->gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
 }
@@ -249,14 +256,14 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* a
   Scratch& s = *scratch_;
   if (fused_norm(T)) {
     // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
-    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+    const cuda::StreamProfiler::Scope scope(profiler_, "gate/up, swiglu", stream_, kSkinnyNormed);
     cuda::skinny_gemm_swiglu(residual_normed_by(L.post_norm, T), T, H, L.gate.data, L.up.data, I, act, I, stream_,
                              s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
     return;
   }
   const bf16* xn = normed_rows(L.post_norm, T);
   if (T <= kDecodeRows) {
-    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (skinny)", stream_);
+    const cuda::StreamProfiler::Scope scope(profiler_, "gate/up, swiglu", stream_, kSkinny);
     cuda::skinny_gemm_swiglu(xn, T, H, H, L.gate.data, L.up.data, I, act, I, stream_,
                              s.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
     return;
@@ -265,7 +272,7 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* a
   // the bytes the largest product writes and the activation reads.
   bf16* gu = s.gu.get<bf16>(static_cast<std::size_t>(T * 2 * I));
   {
-    const cuda::StreamProfiler::Scope scope(profiler_, "matmul (cuBLAS)", stream_);
+    const cuda::StreamProfiler::Scope scope(profiler_, "gate/up", stream_, kCublas);
     if (!cublas_) cublas_ = std::make_unique<cuda::CublasGemm>();
     if (follows(L.gate, L.up)) {
       cublas_->gemm(xn, T, H, H, L.gate.data, 2 * I, gu, 2 * I, stream_);  // gate and up follow each other: one product
@@ -274,7 +281,7 @@ void CudaForward::gated_activation(const CudaLayerWeights& L, int64_t T, bf16* a
       cublas_->gemm(xn, T, H, H, L.up.data, I, gu + I, 2 * I, stream_);
     }
   }
-  const cuda::StreamProfiler::Scope scope(profiler_, "norms, swiglu", stream_);
+  const cuda::StreamProfiler::Scope scope(profiler_, "swiglu", stream_);
   cuda::swiglu_rows(gu, 2 * I, act, I, T, I, stream_);
 }
 
@@ -289,7 +296,7 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   float* z = qkv + cd;
   float* ba = z + vd;
   bf16* o = s.gdn_out.get<bf16>(static_cast<std::size_t>(T * vd));
-  normed_matmul(w.input_norm, T, {{w.in_qkv, qkv, ld}, {w.in_z, z, ld}, {w.in_b, ba, ld}, {w.in_a, ba + nv, ld}});
+  normed_matmul("deltanet in_proj", w.input_norm, T, {{w.in_qkv, qkv, ld}, {w.in_z, z, ld}, {w.in_b, ba, ld}, {w.in_a, ba + nv, ld}});
 
   cuda::DeltaNetDecodeArgs a;
   a.ld_qkv = ld;
@@ -325,7 +332,7 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
     const cuda::StreamProfiler::Scope scope(profiler_, "deltanet chunked", stream_);
     cuda::deltanet_prefill(a, *window_, stream_);
   }
-  matmul(o, T, vd, vd, {{w.out_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
+  matmul("deltanet out_proj", o, T, vd, vd, {{w.out_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
 }
 
 void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const RowLayout& lay, CacheState& cs) {
@@ -337,7 +344,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
   float* v = s.v.get<float>(static_cast<std::size_t>(T * Nkv * Dh));
   bf16* q = s.q_bf.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
   bf16* out = s.attn_out.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
-  normed_matmul(w.input_norm, T, {{w.q_proj, qg, 2 * Nq * Dh}, {w.k_proj, k, Nkv * Dh}, {w.v_proj, v, Nkv * Dh}});
+  normed_matmul("attention q/gate/k/v", w.input_norm, T, {{w.q_proj, qg, 2 * Nq * Dh}, {w.k_proj, k, Nkv * Dh}, {w.v_proj, v, Nkv * Dh}});
 
   cuda::PagedKv kv;
   kv.k = cs.k_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
@@ -362,7 +369,7 @@ void CudaForward::attention(const CudaLayerWeights& w, int attn_layer, const Row
     cuda::attention_prefill(q, qg, windows, static_cast<int>(Nq), kv, out, stream_);
   }
   profiler_.end(stream_);
-  matmul(out, T, Nq * Dh, Nq * Dh, {{w.o_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
+  matmul("attention o_proj", out, T, Nq * Dh, Nq * Dh, {{w.o_proj, s.h.get<float>(static_cast<std::size_t>(T * H)), H, true}});
 }
 
 namespace {
@@ -555,14 +562,14 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
     else deltanet(L, kind_index_[i], lay, cs);
     bf16* act = s.act.get<bf16>(static_cast<std::size_t>(T * I));
     gated_activation(L, T, act);
-    matmul(act, T, I, I, {{L.down, h, H, true}});
+    matmul("down", act, T, I, I, {{L.down, h, H, true}});
   }
 
   // Final norm and head on the rows whose logits are wanted.
   bf16* xf = s.xf.get<bf16>(static_cast<std::size_t>(R * H));
   cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.rows.logit_rows);
   float* logits = s.logits.get<float>(static_cast<std::size_t>(R * V));
-  matmul(xf, R, H, H, {{weights_.lm_head, logits, V}});
+  matmul("lm_head", xf, R, H, H, {{weights_.lm_head, logits, V}});
   return logits;
 }
 

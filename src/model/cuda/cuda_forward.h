@@ -46,10 +46,11 @@ class CudaForward final : public DeviceForward {
   // Waits for the step's work and the copies back to the host; collects the profile.
   void finish_step();
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
-  void matmul(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
+  // `part` names the product for QWENRT_CUDA_PROFILE.
+  void matmul(const char* part, const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
   // Products of the normalised residual: x·Wᵀ for each target with x = RMSNorm(h) · norm_w.
   // Decode rows normalise inside the weight-streaming launch; prompt rows through xn first.
-  void normed_matmul(const float* norm_w, int64_t rows, std::initializer_list<MatmulTarget> targets);
+  void normed_matmul(const char* part, const float* norm_w, int64_t rows, std::initializer_list<MatmulTarget> targets);
   bool fused_norm(int64_t rows) const;
   const __nv_bfloat16* normed_rows(const float* norm_w, int64_t rows);  // RMSNorm(h) · norm_w into xn
   cuda::SkinnyNormedRows residual_normed_by(const float* norm_w, int64_t rows);
