@@ -70,7 +70,8 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
 // per warp in shared memory measured slower on the H200: 27B decode 49 tok/s against 63; a
 // ring of U register slots each refilled right after its product, slower than groups: 9B gate/up
 // 80-86% of copy against 92%; blocks taking several tiles in turn, statically or from a counter,
-// no faster than the hardware's own block scheduling.)
+// no faster than the hardware's own block scheduling, except where each block normalises its
+// rows first: kPersistent.)
 //
 // With kNorm the activations are RMSNorm(h) · w of f32 rows h, which each block writes for its K
 // range to shared memory after the wait (normalise_rows).
@@ -89,21 +90,20 @@ constexpr int default_group_steps() {
   return NT <= 2 ? 2 : 1;
 }
 
-template <int NT, bool kNorm, int U>  // n-tiles of 8 activation rows; activations normalised here; steps per group
+// kPersistent (one K range only): block b takes tiles b, b + gridDim.x, ... in turn, normalising
+// the rows once; the next tile's first group is loaded as soon as this one's sums are stored.
+// NT: n-tiles of 8 activation rows; kNorm: activations normalised here; U: steps per group.
+template <int NT, bool kNorm, int U, bool kPersistent = false>
 __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t k, int64_t ldx, Segments segs) {
   __shared__ float red[kWarps * NT * 4 * 32];  // the warps' partial sums: [warp][j][e][lane]
   __shared__ bool last_range;
   extern __shared__ uint4 normed_raw[];  // kNorm: [n][split_chunks · kChunk] bf16
 
-  int s = 0;
-  while (s + 1 < segs.count && static_cast<int>(blockIdx.x) >= segs.first_tile[s + 1]) ++s;
-  const GemmSegment& seg = segs.seg[s];
   const bool pairs = segs.up != nullptr;
-  const int tile = blockIdx.x;
-  const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
+  const int tiles = segs.first_tile[segs.count];
+  int tile = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t rg = row0 + g, rh = pairs ? rg : rg + 8;
   const int total_chunks = static_cast<int>((k + kChunk - 1) / kChunk);
   const int start = static_cast<int>(blockIdx.y * segs.split_chunks);
   const int end = min(total_chunks, static_cast<int>((blockIdx.y + 1) * segs.split_chunks));
@@ -115,9 +115,21 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
   // Steps of this lane inside the range and inside k (its 8 k of chunk c are c·32 + 8t ...).
   const int lane_end = min(end, static_cast<int>((k - 8 * t + kChunk - 1) / kChunk));
   const int lane_steps = max(0, (lane_end - first + kWarps - 1) / kWarps);
-  // Rows past the weight read row 0 instead: each only feeds its own output row, never stored.
-  const __nv_bfloat16* wg = seg.w + (rg < seg.rows ? rg : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
-  const __nv_bfloat16* wh = (pairs ? segs.up : seg.w) + (rh < seg.rows ? rh : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
+  // The tile's segment, first row and this lane's two weight rows. Rows past the weight read row 0
+  // instead: each only feeds its own output row, never stored.
+  int s;
+  int64_t row0;
+  const __nv_bfloat16 *wg, *wh;
+  auto locate = [&] {
+    s = 0;
+    while (s + 1 < segs.count && tile >= segs.first_tile[s + 1]) ++s;
+    const GemmSegment& seg = segs.seg[s];
+    row0 = static_cast<int64_t>(tile - segs.first_tile[s]) * (pairs ? kTileRows / 2 : kTileRows);
+    const int64_t rg = row0 + g, rh = pairs ? rg : rg + 8;
+    wg = seg.w + (rg < seg.rows ? rg : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
+    wh = (pairs ? segs.up : seg.w) + (rh < seg.rows ? rh : 0) * k + static_cast<int64_t>(first) * kChunk + 8 * t;
+  };
+  locate();
 
   uint4 next_g[U], next_h[U];
   auto load_group = [&](int i0) {
@@ -144,82 +156,98 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
 
   // Groups: the same count for every warp (steps past the range load and multiply zeros).
   const int warp_steps = (end - start + kWarps - 1) / kWarps;
-  float acc[NT][4] = {};
-  for (int i0 = 0; i0 < warp_steps; i0 += U) {
-    uint4 a_g[U], a_h[U], b[U][NT];
+  for (;;) {
+    float acc[NT][4] = {};
+    for (int i0 = 0; i0 < warp_steps; i0 += U) {
+      uint4 a_g[U], a_h[U], b[U][NT];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      a_g[u] = next_g[u];
-      a_h[u] = next_h[u];
-      const bool in_k = i0 + u < lane_steps;
+      for (int u = 0; u < U; ++u) {
+        a_g[u] = next_g[u];
+        a_h[u] = next_h[u];
+        const bool in_k = i0 + u < lane_steps;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const __nv_bfloat16* xj = xp + (i0 + u) * kStride + 8 * j * ldx;
-        b[u][j] = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
+        for (int j = 0; j < NT; ++j) {
+          const __nv_bfloat16* xj = xp + (i0 + u) * kStride + 8 * j * ldx;
+          b[u][j] = !(in_k && 8 * j + g < n) ? make_uint4(0, 0, 0, 0) : kNorm ? *reinterpret_cast<const uint4*>(xj) : load_shared16(xj);
+        }
       }
+      if (i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma_bf16_16816(acc[j], a_g[u].x, a_h[u].x, a_g[u].y, a_h[u].y, b[u][j].x, b[u][j].y);
+          mma_bf16_16816(acc[j], a_g[u].z, a_h[u].z, a_g[u].w, a_h[u].w, b[u][j].z, b[u][j].w);
+        }
     }
-    if (i0 + U < warp_steps) load_group(i0 + U);  // in flight while these are multiplied
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        mma_bf16_16816(acc[j], a_g[u].x, a_h[u].x, a_g[u].y, a_h[u].y, b[u][j].x, b[u][j].y);
-        mma_bf16_16816(acc[j], a_g[u].z, a_h[u].z, a_g[u].w, a_h[u].w, b[u][j].z, b[u][j].w);
-      }
-  }
 
 #pragma unroll
-  for (int j = 0; j < NT; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) red[((warp * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
-  __syncthreads();
+      for (int e = 0; e < 4; ++e) red[((warp * NT + j) * 4 + e) * 32 + lane] = acc[j][e];
+    __syncthreads();
 
-  // Thread (j, l) finishes lane l's four outputs of n-tile j: the warps' sums in warp order.
-  const int item = threadIdx.x, j = item / 32, l = item % 32;
-  const bool active = item < NT * 32;
-  float v[4] = {};
-  if (active)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) v[e] += red[((w * NT + j) * 4 + e) * 32 + l];
-
-  if (segs.splits > 1) {
-    // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
-    float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
+    // Thread (j, l) finishes lane l's four outputs of n-tile j: the warps' sums in warp order.
+    const int item = threadIdx.x, j = item / 32, l = item % 32;
+    const bool active = item < NT * 32;
+    float v[4] = {};
     if (active)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
-    __syncthreads();
-    if (!last_range) return;
-    __threadfence();
-    if (active)
+      for (int e = 0; e < 4; ++e)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        v[e] = 0;
-        for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
-      }
-    if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
-  }
-  if (!active) return;
+        for (int w = 0; w < kWarps; ++w) v[e] += red[((w * NT + j) * 4 + e) * 32 + l];
 
-  // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
-  store_tile_sums(seg, pairs, segs.act, segs.ld_act, row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
+    if (segs.splits > 1) {
+      // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
+      float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
+      if (active)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
+      __syncthreads();
+      if (!last_range) return;
+      __threadfence();
+      if (active)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          v[e] = 0;
+          for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
+        }
+      if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
+    }
+    // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
+    if (active) store_tile_sums(segs.seg[s], pairs, segs.act, segs.ld_act, row0 + l / 4, 8 * j + 2 * (l % 4), n, v);
+    if (!kPersistent) return;
+    tile += gridDim.x;
+    if (tile >= tiles) return;
+    locate();
+    load_group(0);
+    __syncthreads();  // red was read above; the next tile writes it
+  }
 }
 
-template <int NT, bool kNorm, int U>
+int64_t resident_blocks(const void* kernel, std::size_t smem);
+
+template <int NT, bool kNorm, int U, bool kPersistent = false>
 void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
-  const auto kernel = skinny_gemm_kernel<NT, kNorm, U>;
+  const auto kernel = skinny_gemm_kernel<NT, kNorm, U, kPersistent>;
   const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
   if (smem > 40 * 1024) {
     static const cudaError_t raised =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
     QWENRT_CUDA_CHECK(raised);
   }
-  launch_chained(kernel, dim3(tiles, segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
+  int64_t blocks = tiles;
+  if constexpr (kPersistent) {
+    // As few rounds as the resident blocks allow, then as few blocks as those rounds need: every
+    // block takes the same number of tiles, give or take one.
+    const int64_t resident = resident_blocks(reinterpret_cast<const void*>(kernel), smem);
+    const int64_t rounds = (tiles + resident - 1) / resident;
+    blocks = (tiles + rounds - 1) / rounds;
+  }
+  launch_chained(kernel, dim3(static_cast<unsigned>(blocks), segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
 }
 
 // Blocks of `kernel` the current device holds at once with `smem` bytes of dynamic shared memory;
@@ -244,12 +272,17 @@ int64_t resident_blocks(const void* kernel, std::size_t smem) {
   return blocks;
 }
 
-// One n-tile: the deepest groups whose blocks all fit the GPU at once (27B out_proj and down, 320
-// tiles: U = 3; 9B, 256 tiles: U = 4; measured on the H200: 27B decode +0.9%, 9B +2.6%). Launches
-// too large for one wave keep U = 2 (even two waves of it measured faster than groups loaded one
-// after another: 9B q/k/v with the norm, 640 blocks, +1%).
+// One n-tile, normalised rows: persistent blocks (U = 2), which normalise once (H200 decode,
+// against one block per tile: 0.8B +1.8%, 9B +1.9%, 27B +0.4%; U = 3 lost 0.8B 9%).
+// One n-tile otherwise: the deepest groups whose blocks all fit the GPU at once (27B out_proj and
+// down, 320 tiles: U = 3; 9B, 256 tiles: U = 4; measured on the H200: 27B decode +0.9%, 9B +2.6%).
+// Launches too large for one wave keep U = 2 (even two waves of it measured faster than groups
+// loaded one after another: 9B q/k/v with the norm, 640 blocks, +1%).
 template <int NT, bool kNorm = false>
 void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  if constexpr (NT == 1 && kNorm) {
+    if (segs.splits == 1) return launch_variant<NT, kNorm, 2, true>(x, n, k, ldx, segs, tiles, stream);
+  }
   if constexpr (NT == 1) {
     const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
     const int64_t blocks = static_cast<int64_t>(tiles) * segs.splits;
