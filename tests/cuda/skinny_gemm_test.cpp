@@ -411,7 +411,9 @@ TEST(SkinnyGemm, ConsecutiveSplitLaunchesShareOneWorkspace) {
 TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(13);
-  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}}) {
+  // The last two: more row tiles than the GPU holds blocks at once, so persistent blocks take
+  // several tiles each (a partial last tile in the second).
+  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}, {1, 30000, 1000}, {5, 20007, 520}}) {
     const int64_t ldh = p.k + 4;
     const float eps = 1e-6f;
     const auto h = test::random_f32(static_cast<std::size_t>(p.n * ldh), rng, 3.0f);
@@ -449,33 +451,36 @@ TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
 TEST(SkinnyGemm, NormedSwiGluMatchesNormThenSwiGlu) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(14);
-  const int64_t n = 2, rows = 3584, k = 1024;
-  const auto h = test::random_f32(static_cast<std::size_t>(n * k), rng, 2.0f);
-  const auto nw = test::random_f32(static_cast<std::size_t>(k), rng);
-  std::vector<float> gf, uf;
-  auto dh = test::to_device(h), dnw = test::to_device(nw);
-  auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, gf));
-  auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, uf));
-  cuda::DeviceBuffer xn(static_cast<std::size_t>(n * k) * 2), a(static_cast<std::size_t>(n * rows) * 2), b(static_cast<std::size_t>(n * rows) * 2);
-  Workspace ws(cuda::skinny_gemm_swiglu_workspace_bytes(n, k, rows));
-  cuda::rms_norm_rows(dh.as<float>(), k, dnw.as<float>(), xn.as<__nv_bfloat16>(), k, n, k, 1e-6f, nullptr);
-  cuda::skinny_gemm_swiglu(xn.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, a.as<__nv_bfloat16>(), rows,
-                           nullptr, ws.view());
-  cuda::skinny_gemm_swiglu({dh.as<float>(), k, dnw.as<float>(), 1e-6f}, n, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows,
-                           b.as<__nv_bfloat16>(), rows, nullptr, ws.view());
-  QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
-  ws.expect_counters_zero();
-  const auto av = test::to_host<uint16_t>(a, static_cast<std::size_t>(n * rows)), bv = test::to_host<uint16_t>(b, static_cast<std::size_t>(n * rows));
-  std::vector<float> af(av.size());
-  std::vector<double> bd(bv.size());
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < av.size(); ++i) {
-    af[i] = bf16_to_f32(av[i]);
-    bd[i] = bf16_to_f32(bv[i]);
-    differ += av[i] != bv[i];
+  // 20000 rows: 2500 tiles, more than the GPU holds blocks at once (persistent blocks loop).
+  for (const int64_t rows : {int64_t{3584}, int64_t{20000}}) {
+    const int64_t n = 2, k = 1024;
+    const auto h = test::random_f32(static_cast<std::size_t>(n * k), rng, 2.0f);
+    const auto nw = test::random_f32(static_cast<std::size_t>(k), rng);
+    std::vector<float> gf, uf;
+    auto dh = test::to_device(h), dnw = test::to_device(nw);
+    auto dg = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, gf));
+    auto du = test::to_device(test::random_bf16(static_cast<std::size_t>(rows * k), rng, uf));
+    cuda::DeviceBuffer xn(static_cast<std::size_t>(n * k) * 2), a(static_cast<std::size_t>(n * rows) * 2), b(static_cast<std::size_t>(n * rows) * 2);
+    Workspace ws(cuda::skinny_gemm_swiglu_workspace_bytes(n, k, rows));
+    cuda::rms_norm_rows(dh.as<float>(), k, dnw.as<float>(), xn.as<__nv_bfloat16>(), k, n, k, 1e-6f, nullptr);
+    cuda::skinny_gemm_swiglu(xn.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, a.as<__nv_bfloat16>(), rows,
+                             nullptr, ws.view());
+    cuda::skinny_gemm_swiglu({dh.as<float>(), k, dnw.as<float>(), 1e-6f}, n, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows,
+                             b.as<__nv_bfloat16>(), rows, nullptr, ws.view());
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    ws.expect_counters_zero();
+    const auto av = test::to_host<uint16_t>(a, static_cast<std::size_t>(n * rows)), bv = test::to_host<uint16_t>(b, static_cast<std::size_t>(n * rows));
+    std::vector<float> af(av.size());
+    std::vector<double> bd(bv.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < av.size(); ++i) {
+      af[i] = bf16_to_f32(av[i]);
+      bd[i] = bf16_to_f32(bv[i]);
+      differ += av[i] != bv[i];
+    }
+    EXPECT_LT(relative_l2(af, bd), 1e-3) << rows << " rows";
+    EXPECT_LT(differ, av.size() / 20) << differ << " of " << av.size() << " elements differ, " << rows << " rows";
   }
-  EXPECT_LT(relative_l2(af, bd), 1e-3);
-  EXPECT_LT(differ, av.size() / 20) << differ << " of " << av.size() << " elements differ";
 }
 
 TEST(SkinnyGemm, NormedRowsRejectBadInput) {
