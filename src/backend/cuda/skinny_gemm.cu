@@ -228,28 +228,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
   }
 }
 
-int64_t resident_blocks(const void* kernel, std::size_t smem);
-
-template <int NT, bool kNorm, int U, bool kPersistent = false>
-void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
-  const auto kernel = skinny_gemm_kernel<NT, kNorm, U, kPersistent>;
-  const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
-  if (smem > 40 * 1024) {
-    static const cudaError_t raised =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
-    QWENRT_CUDA_CHECK(raised);
-  }
-  int64_t blocks = tiles;
-  if constexpr (kPersistent) {
-    // As few rounds as the resident blocks allow, then as few blocks as those rounds need: every
-    // block takes the same number of tiles, give or take one.
-    const int64_t resident = resident_blocks(reinterpret_cast<const void*>(kernel), smem);
-    const int64_t rounds = (tiles + resident - 1) / resident;
-    blocks = (tiles + rounds - 1) / rounds;
-  }
-  launch_chained(kernel, dim3(static_cast<unsigned>(blocks), segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
-}
-
 // Blocks of `kernel` the current device holds at once with `smem` bytes of dynamic shared memory;
 // remembered per (device, kernel, smem).
 int64_t resident_blocks(const void* kernel, std::size_t smem) {
@@ -272,6 +250,32 @@ int64_t resident_blocks(const void* kernel, std::size_t smem) {
   return blocks;
 }
 
+// Dynamic shared memory of a launch: the normalised rows' K range in bf16 (kNorm), else none.
+template <bool kNorm>
+std::size_t normed_rows_bytes(int n, const Segments& segs) {
+  return kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+}
+
+template <int NT, bool kNorm, int U, bool kPersistent = false>
+void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segments& segs, int tiles, cudaStream_t stream) {
+  const auto kernel = skinny_gemm_kernel<NT, kNorm, U, kPersistent>;
+  const std::size_t smem = normed_rows_bytes<kNorm>(n, segs);
+  if (smem > 40 * 1024) {
+    static const cudaError_t raised =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
+    QWENRT_CUDA_CHECK(raised);
+  }
+  int64_t blocks = tiles;
+  if constexpr (kPersistent) {
+    // As few rounds as the resident blocks allow, then as few blocks as those rounds need: every
+    // block takes the same number of tiles, give or take one.
+    const int64_t resident = resident_blocks(reinterpret_cast<const void*>(kernel), smem);
+    const int64_t rounds = (tiles + resident - 1) / resident;
+    blocks = (tiles + rounds - 1) / rounds;
+  }
+  launch_chained(kernel, dim3(static_cast<unsigned>(blocks), segs.splits), dim3(kThreads), smem, stream, x, n, k, ldx, segs);
+}
+
 // One n-tile, normalised rows: persistent blocks (U = 2), which normalise once (H200 decode,
 // against one block per tile: 0.8B +1.8%, 9B +1.9%, 27B +0.4%; U = 3 lost 0.8B 9%).
 // One n-tile otherwise: the deepest groups whose blocks all fit the GPU at once (27B out_proj and
@@ -284,7 +288,7 @@ void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segment
     if (segs.splits == 1) return launch_variant<NT, kNorm, 2, true>(x, n, k, ldx, segs, tiles, stream);
   }
   if constexpr (NT == 1) {
-    const std::size_t smem = kNorm ? static_cast<std::size_t>(n) * segs.split_chunks * kChunk * sizeof(__nv_bfloat16) : 0;
+    const std::size_t smem = normed_rows_bytes<kNorm>(n, segs);
     const int64_t blocks = static_cast<int64_t>(tiles) * segs.splits;
     if (blocks <= resident_blocks(reinterpret_cast<const void*>(skinny_gemm_kernel<NT, kNorm, 4>), smem))
       return launch_variant<NT, kNorm, 4>(x, n, k, ldx, segs, tiles, stream);

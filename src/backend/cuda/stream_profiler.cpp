@@ -56,19 +56,19 @@ void StreamProfiler::collect() {
 }
 
 std::string StreamProfiler::report() const {
-  std::vector<std::pair<double, std::string>> rows;
+  std::vector<const std::pair<const std::string, Total>*> rows;
   double sum = 0;
-  for (const auto& [part, t] : totals_) {
-    rows.emplace_back(t.ms, part);
-    sum += t.ms;
+  for (const auto& entry : totals_) {
+    rows.push_back(&entry);
+    sum += entry.second.ms;
   }
-  std::sort(rows.rbegin(), rows.rend());
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) { return a->second.ms > b->second.ms; });
   std::string out;
   char line[200];
-  for (const auto& [ms, part] : rows) {
-    const long calls = totals_.at(part).calls;
-    std::snprintf(line, sizeof line, "  %-36s %10.2f ms  %5.1f%%  %7ld calls  %9.1f us/call\n", part.c_str(), ms,
-                  sum > 0 ? 100.0 * ms / sum : 0.0, calls, calls ? 1000.0 * ms / static_cast<double>(calls) : 0.0);
+  for (const auto* row : rows) {
+    const auto& [part, t] = *row;
+    std::snprintf(line, sizeof line, "  %-36s %10.2f ms  %5.1f%%  %7ld calls  %9.1f us/call\n", part.c_str(), t.ms,
+                  sum > 0 ? 100.0 * t.ms / sum : 0.0, t.calls, t.calls ? 1000.0 * t.ms / static_cast<double>(t.calls) : 0.0);
     out += line;
   }
   return out;
