@@ -18,6 +18,7 @@ constexpr int kSmemBytes = 2 * kStages * kTileBytes;  // K and V stages: 96 KB, 
 constexpr int kDSteps = kDh / 16;                   // k16 steps over the head dims; also O's m16 tiles
 static_assert(kDecodeSplitAlign % kTileKeys == 0, "splits are whole tiles");
 static_assert(kDecodeMinSplitKeys % kDecodeSplitAlign == 0, "the minimum split is aligned");
+static_assert(kDecodeMaxSplits <= kDh, "the merge loads one log-sum-exp per thread");
 
 struct DecodeParams {
   const __nv_bfloat16* q;
@@ -41,8 +42,8 @@ struct DecodeParams {
 //                is exactly the bf16 pair of S above; Oᵀ[d][head] wastes no rows, 64 registers.
 __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(DecodeParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  chained_kernel_start();
   const int split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  // Positions and block tables are uploaded before the step's first kernel: read before the wait.
   const int len = p.positions[b] + 1;
   const int split_keys = static_cast<int>(decode_split_keys(len));
   const int start = split * split_keys;
@@ -71,8 +72,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
       copy_head_row_async(v_smem + stage, row, p.kv.v + off, valid, lane);
     }
   };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  // The first stages go out before the wait on attention_prepare, except from the tile that holds
+  // the row's own position, which that kernel writes (and the stages after it, which keep their
+  // order): the other keys were cached by earlier steps.
+  int s0 = 0;
+  for (; s0 < kStages - 1 && !(s0 == tiles - 1 && end == len); ++s0) {
+    if (s0 < tiles) copy_tile(s0, lookup(s0));
+    cp_async_commit();
+  }
+  chained_kernel_start();
+  for (int s = s0; s < kStages - 1; ++s) {
     if (s < tiles) copy_tile(s, lookup(s));
     cp_async_commit();
   }
@@ -214,22 +223,33 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
 // Block (query head, sequence), thread d: the splits' outputs weighted by exp2(lse - max), in split
 // order, then the gate.
 __global__ void __launch_bounds__(kDh) attention_decode_combine_kernel(DecodeParams p) {
-  chained_kernel_start();
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
-  const int64_t len = p.positions[b] + 1;
+  const int64_t len = p.positions[b] + 1;  // uploaded before the step: read before the wait
   const int n = static_cast<int>(decode_splits(len));
+  chained_kernel_start();
   const int64_t row = static_cast<int64_t>(b) * p.num_q_heads + h;
-  const float* lse = p.lse_part + row * p.max_splits;
   const float* part = p.o_part + row * p.max_splits * kDh + d;
+  const float gate = p.qg[row * 2 * kDh + kDh + d];
+  // The splits' log-sum-exps through shared memory (one load each), the partial outputs 8 loads at
+  // a time: a few L2 round trips rather than one per split. Sums still in split order.
+  __shared__ float lse[kDecodeMaxSplits];
+  if (d < n) lse[d] = p.lse_part[row * p.max_splits + d];
+  __syncthreads();
   float mx = -INFINITY;
   for (int s = 0; s < n; ++s) mx = fmaxf(mx, lse[s]);
   float sum = 0, acc = 0;
-  for (int s = 0; s < n; ++s) {
-    const float w = exp2f(lse[s] - mx);
-    sum += w;
-    acc += w * part[static_cast<int64_t>(s) * kDh];
+  for (int s0 = 0; s0 < n; s0 += 8) {
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = s0 + j < n ? part[static_cast<int64_t>(s0 + j) * kDh] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (s0 + j >= n) break;
+      const float w = exp2f(lse[s0 + j] - mx);
+      sum += w;
+      acc += w * v[j];
+    }
   }
-  const float gate = p.qg[row * 2 * kDh + kDh + d];
   p.out[row * kDh + d] = __float2bfloat16_rn(n > 0 ? acc / sum * sigmoid(gate) : 0.0f);
 }
 

@@ -119,14 +119,17 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
 
   // The conv's last tap and SiLU. The ratio value heads of key head hk all read its q/k channels;
   // the first one stores them in the ring.
+  // (All three loads before the first ring store: a store may alias a later load, which would
+  // otherwise wait for it, one L2 round trip per channel.)
   const bool stores_qk = hv % ratio == 0;
   const float* x = p.qkv + row * p.ld_qkv;
-  float mixed[3];
+  float x_new[3], mixed[3];
+#pragma unroll
+  for (int c = 0; c < 3; ++c) x_new[c] = x[channel[c]];
 #pragma unroll
   for (int c = 0; c < 3; ++c) {
-    const float x_new = x[channel[c]];
-    mixed[c] = silu(past[c] + w_new[c] * x_new);
-    if (c == 2 || stores_qk) ring[own * conv_dim + channel[c]] = x_new;
+    mixed[c] = silu(past[c] + w_new[c] * x_new[c]);
+    if (c == 2 || stores_qk) ring[own * conv_dim + channel[c]] = x_new[c];
   }
 
   // q, k: x · rsqrt(Σx² + 1e-6) · scale over the head, as cpu::l2_normalize.

@@ -12,6 +12,9 @@ namespace qwenrt::cuda {
 template <int kThreads>
 __device__ __forceinline__ float warp_square_sum(const float* hr, int64_t k) {
   float ss = 0;
+  // Unrolled so that several loads are in flight before the first square is added (same order of
+  // additions: the sum's bits do not change).
+#pragma unroll 4
   for (int64_t i = 4 * static_cast<int64_t>(threadIdx.x); i < k; i += 4 * kThreads) {
     const float4 v = *reinterpret_cast<const float4*>(hr + i);
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;

@@ -49,6 +49,7 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
   __syncthreads();
   for (int r = 0; r < n; ++r) {
     const float* hr = nr.h + r * nr.ldh;
+#pragma unroll 4
     for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
       *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
           normalise4_bf16(*reinterpret_cast<const float4*>(hr + i), __ldg(reinterpret_cast<const float4*>(nr.w + i)), scale[r]);
