@@ -22,14 +22,18 @@ __device__ __forceinline__ void store_tile_sums(const GemmSegment& seg, bool pai
       if (c0 + e < n) act[(c0 + e) * ld_act + r] = __float2bfloat16_rn(swiglu(v[e], v[e + 2]));
     return;
   }
+  // The accumulated outputs are all read before the first is written: a store may alias a later
+  // load, which would otherwise wait for it (one L2 round trip per output).
+  float old[4] = {};
+  bool stored[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const int64_t row = r + (e >= 2 ? 8 : 0);
-    const int col = c0 + (e & 1);
-    if (row >= seg.rows || col >= n) continue;
-    float* dst = seg.y + col * seg.ldy + row;
-    *dst = seg.accumulate ? *dst + v[e] : v[e];
+    stored[e] = r + (e >= 2 ? 8 : 0) < seg.rows && c0 + (e & 1) < n;
+    if (stored[e] && seg.accumulate) old[e] = seg.y[(c0 + (e & 1)) * seg.ldy + r + (e >= 2 ? 8 : 0)];
   }
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (stored[e]) seg.y[(c0 + (e & 1)) * seg.ldy + r + (e >= 2 ? 8 : 0)] = seg.accumulate ? old[e] + v[e] : v[e];
 }
 
 }  // namespace qwenrt::cuda

@@ -165,6 +165,7 @@ __global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_
   const float* xr = x + row * ldx;
   float v = -INFINITY;
   int32_t i = INT32_MAX;
+#pragma unroll 4  // several loads in flight (same comparisons, same order)
   for (int64_t c = c0 + threadIdx.x; c < c1; c += kRowThreads) {
     const float xc = xr[c];
     if (xc > v || i == INT32_MAX) {  // NaN is never larger; a thread's first column seeds it

@@ -142,8 +142,14 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     }
   };
   load_group(0);
-  chained_kernel_start();
   const int64_t k0 = static_cast<int64_t>(start) * kChunk;  // the block's first k
+  if constexpr (kNorm) {
+    // The norm weight never changes: into L1 before the wait, so normalising after it waits on the
+    // rows alone.
+    for (int64_t i = k0 + 4 * threadIdx.x; i < min(static_cast<int64_t>(end) * kChunk, k); i += 4 * kThreads)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(segs.norm.w + i));
+  }
+  chained_kernel_start();
   if constexpr (kNorm) {
     // x becomes this block's K range of the normalised rows, in shared memory.
     __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
@@ -210,12 +216,24 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
       __syncthreads();
       if (!last_range) return;
       __threadfence();
-      if (active)
+      // Four ranges' sums loaded at a time, then added in range order.
+      if (active) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          v[e] = 0;
-          for (int r = 0; r < segs.splits; ++r) v[e] += __ldcg(tile_partials + (r * NT * 4 + j * 4 + e) * 32 + l);
+        for (int e = 0; e < 4; ++e) v[e] = 0;
+        for (int r0 = 0; r0 < segs.splits; r0 += 4) {
+          float part[4][4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              part[r][e] = r0 + r < segs.splits ? __ldcg(tile_partials + ((r0 + r) * NT * 4 + j * 4 + e) * 32 + l) : 0.0f;
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (r0 + r < segs.splits) v[e] += part[r][e];
         }
+      }
       if (threadIdx.x == 0) segs.counters[tile] = 0;  // ready for the next launch
     }
     // v[e]: row row0 + l/4 (+8 for e >= 2; the up row for SwiGLU), column 8j + 2(l%4) + (e&1).
