@@ -159,12 +159,16 @@ int run_bench(const Args& args) {
     }
   }
 
-  // Decode G steps at batch B (one warm-up step first).
+  // Decode G steps at batch B after two untimed ones: on a GPU the first sight of a step's shape
+  // runs eagerly (sizing buffers) and the second captures the CUDA graph the timed steps replay, as
+  // a server's steps do once it has seen its batch sizes. (With one, the capture's milliseconds
+  // were spread over the G timed steps.)
   auto decode_step = [&] {
     Step step{Phase::Decode, {}, false};
     for (int slot : slots) step.sequences.push_back({slot, {tok(rng)}});
     model->forward_argmax(step, cache, pool, picked);
   };
+  decode_step();
   decode_step();
   const double t0 = now_s();
   for (int64_t g = 0; g < G; ++g) decode_step();
@@ -173,7 +177,7 @@ int run_bench(const Args& args) {
 
   // Bytes one step must move: weights once, plus each sequence's DeltaNet state read and written and
   // its KV read (at the mean context length of the timed steps).
-  const double mean_ctx = static_cast<double>(P) + 1 + static_cast<double>(G + 1) / 2.0;
+  const double mean_ctx = static_cast<double>(P) + 2 + static_cast<double>(G + 1) / 2.0;  // positions P + 2 .. P + G + 1
   const double bytes_step = static_cast<double>(decode_weight_bytes(c, model->weights(), B)) +
                             static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
                                                       mean_ctx * static_cast<double>(cache.kv_bytes_per_token()) / (gpu ? 2.0 : 1.0));  // bf16 KV on the GPU
