@@ -13,6 +13,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_measure.h"
 #include "cuda/cuda_bench_support.h"
+#include "model/cuda/cuda_forward.h"
 #include "model/released_shapes.h"
 
 using namespace qwenrt;
@@ -31,10 +32,10 @@ struct Product {
 std::vector<Product> products_of(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, gdn = c.count(LayerKind::LinearAttention),
                 attn = c.count(LayerKind::FullAttention);
-  const int64_t vd = c.value_dim(), cd = c.conv_dim(), nv = c.linear_num_value_heads;
+  const int64_t vd = c.value_dim();
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   return {
-      {"deltanet in_proj (qkv|z|b|a)", H, (cd + vd + 2 * nv + 3) / 4 * 4, Out::F32, gdn},
+      {"deltanet in_proj (qkv|z|b|a)", H, deltanet_in_proj_stride(c), Out::F32, gdn},
       {"deltanet out_proj (+= h)", vd, H, Out::F32Accumulate, gdn},
       {"attention q|gate|k|v", H, 2 * qd + 2 * kvd, Out::F32, attn},
       {"attention o_proj (+= h)", qd, H, Out::F32Accumulate, attn},

@@ -289,9 +289,7 @@ void CudaForward::deltanet(const CudaLayerWeights& w, int gdn_layer, const RowLa
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int64_t T = lay.total_rows, H = c.hidden_size, nv = c.linear_num_value_heads, vd = c.value_dim(), cd = c.conv_dim();
-  // The four input projections side by side in one row (stride a multiple of 4 for the kernels'
-  // float4 loads), so that prompt rows take them as one product (matmul).
-  const int64_t ld = (cd + vd + 2 * nv + 3) / 4 * 4;
+  const int64_t ld = deltanet_in_proj_stride(c);
   float* qkv = s.qkv.get<float>(static_cast<std::size_t>(T * ld));
   float* z = qkv + cd;
   float* ba = z + vd;

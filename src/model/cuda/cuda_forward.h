@@ -24,6 +24,13 @@ struct MatmulTarget {
   bool accumulate = false;
 };
 
+// Row stride (floats) of a DeltaNet layer's input projections as the forward lays them out: q|k|v,
+// z, b and a side by side in one row, so that prompt rows take them as one product; a multiple of 4
+// for the kernels' float4 loads.
+inline int64_t deltanet_in_proj_stride(const ModelConfig& c) {
+  return (c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads + 3) / 4 * 4;
+}
+
 class CudaForward final : public DeviceForward {
  public:
   CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights);
