@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kDh) attention_decode_combine_kernel(DecodePar
   const int64_t row = static_cast<int64_t>(b) * p.num_q_heads + h;
   const float* part = p.o_part + row * p.max_splits * kDh + d;
   const float gate = p.qg[row * 2 * kDh + kDh + d];
-  // The splits' log-sum-exps through shared memory (one load each), the partial outputs 8 loads at
+  // The splits' log-sum-exps through shared memory (one load each), the partial outputs 16 loads at
   // a time: a few L2 round trips rather than one per split. Sums still in split order.
   __shared__ float lse[kDecodeMaxSplits];
   if (d < n) lse[d] = p.lse_part[row * p.max_splits + d];
@@ -238,12 +238,13 @@ __global__ void __launch_bounds__(kDh) attention_decode_combine_kernel(DecodePar
   float mx = -INFINITY;
   for (int s = 0; s < n; ++s) mx = fmaxf(mx, lse[s]);
   float sum = 0, acc = 0;
-  for (int s0 = 0; s0 < n; s0 += 8) {
-    float v[8];
+  constexpr int kBatch = 16;
+  for (int s0 = 0; s0 < n; s0 += kBatch) {
+    float v[kBatch];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = s0 + j < n ? part[static_cast<int64_t>(s0 + j) * kDh] : 0.0f;
+    for (int j = 0; j < kBatch; ++j) v[j] = s0 + j < n ? part[static_cast<int64_t>(s0 + j) * kDh] : 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kBatch; ++j) {
       if (s0 + j >= n) break;
       const float w = exp2f(lse[s0 + j] - mx);
       sum += w;
