@@ -7,12 +7,17 @@
 
 namespace qwenrt::cuda {
 
-// 16 bytes that are read once: not kept in L1, with a 256-byte L2 prefetch around them.
+// 16 bytes that are read once: not kept in L1, with a 256-byte L2 prefetch around them, and first
+// to be evicted from L2, so that a decode step's weights streaming through do not push out what the
+// step reads again (residual rows, activations, KV, DeltaNet conv rings): H200 decode 0.8B +7.7%,
+// 27B +1.4%, 27B batch 8 +0.8%, 9B unchanged.
 __device__ __forceinline__ uint4 load_stream16(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+               : "l"(p), "l"(policy));
   return v;
 }
 
