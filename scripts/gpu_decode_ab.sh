@@ -13,9 +13,7 @@ values=("${3:-0}" "${4:-1}")
 if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
   mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
 fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
-done
+source scripts/gpu_libs.sh  # (the working directory is the repository root)
 printf '%-12s %-6s %-12s %-12s\n' model batch "$var=${values[0]}" "$var=${values[1]}"
 for cfg in 0.8b:1 9b:1 27b:1 27b:8 27b:64; do
   IFS=: read -r size batch <<<"$cfg"

@@ -10,9 +10,7 @@ new=${2:?usage: gpu_pack_ab.sh BASE.tar.xz NEW.tar.xz [SIZE:BATCH:PROMPT:GEN ...
 shift 2
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(0.8b:1:512:32 9b:1:512:32 27b:1:512:32 27b:8:512:32 27b:64:512:32)
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
-done
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_libs.sh"
 bins=()
 for i in 0 1; do
   archive=$([ $i -eq 0 ] && echo "$base" || echo "$new")

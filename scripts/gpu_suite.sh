@@ -16,10 +16,7 @@ if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
   mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
 fi
 export QWENRT_SOURCE_DIR=$PWD  # the fixtures of this checkout, not of the machine that built the tests
-# cuBLAS for the benchmarks' comparisons: the toolkit's, else the one PyTorch ships.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
-done
+source scripts/gpu_libs.sh  # (the working directory is the repository root)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 summary=()
 "$bin/qwenrt_cuda_tests" 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|FAILED \]|rel|error" | tail -60

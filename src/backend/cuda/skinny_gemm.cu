@@ -142,11 +142,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     }
   };
   load_group(0);
-  const int64_t k0 = static_cast<int64_t>(start) * kChunk;  // the block's first k
+  const int64_t k0 = static_cast<int64_t>(start) * kChunk, k1 = min(static_cast<int64_t>(end) * kChunk, k);  // the block's k range
   if constexpr (kNorm) {
     // The norm weight never changes: into L1 before the wait, so normalising after it waits on the
     // rows alone.
-    for (int64_t i = k0 + 4 * threadIdx.x; i < min(static_cast<int64_t>(end) * kChunk, k); i += 4 * kThreads)
+    for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads)
       asm volatile("prefetch.global.L1 [%0];" ::"l"(segs.norm.w + i));
   }
   chained_kernel_start();
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     // x becomes this block's K range of the normalised rows, in shared memory.
     __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
     const int64_t ld_xs = segs.split_chunks * kChunk;
-    normalise_rows(segs.norm, n, k, k0, min(static_cast<int64_t>(end) * kChunk, k), xs, ld_xs);
+    normalise_rows(segs.norm, n, k, k0, k1, xs, ld_xs);
     x = xs - k0;  // x[r · ldx + kk] for kk in the range
     ldx = ld_xs;
   }
