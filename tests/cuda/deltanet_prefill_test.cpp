@@ -26,7 +26,8 @@ struct Errors {
 
 // A window of spans through the chunked kernels against the CPU reference run row by row. Inputs,
 // rings and states are random; rows are interleaved with padding so dense-row assumptions fail.
-Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak_decay, unsigned seed) {
+Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak_decay, unsigned seed,
+                  int64_t out_pad = 16) {
   std::mt19937 rng(seed);
   const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng, weak_decay);
   std::vector<cuda::DeltaNetSpan> spans;
@@ -35,7 +36,7 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
     spans.push_back({T, c.rows, c.start_position, c.slot});
     T += c.rows;
   }
-  const int64_t ld_qkv = L.conv_dim + 8, ld_z = L.value_dim + 4, ld_ba = 2 * nv + 3, ld_out = L.value_dim + 16;
+  const int64_t ld_qkv = L.conv_dim + 8, ld_z = L.value_dim + 4, ld_ba = 2 * nv + 3, ld_out = L.value_dim + out_pad;
   const int64_t conv_slot = kK * L.conv_dim + 12, rec_slot = int64_t{nv} * kD * kD + 4;
   std::vector<float> ring = test::random_f32(static_cast<std::size_t>(n_slots * conv_slot), rng);
   std::vector<float> state = test::random_f32(static_cast<std::size_t>(n_slots * rec_slot), rng, 0.3f);
@@ -136,6 +137,12 @@ TEST(DeltaNetPrefill, MatchesCpuRowByRowThreeValueHeadsPerKeyHead) {
 TEST(DeltaNetPrefill, MatchesCpuRowByRowWithWeakDecayOverManyChunks) {
   QWENRT_REQUIRE_GPU();
   run_window(1, 2, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 23);
+}
+
+// An odd output row stride: rows start at any bf16 boundary, so the 16-byte row writes give way.
+TEST(DeltaNetPrefill, MatchesCpuRowByRowWithAnOddOutputStride) {
+  QWENRT_REQUIRE_GPU();
+  run_window(2, 4, 8, kMixed, false, 25, 3);
 }
 
 TEST(DeltaNetPrefill, MatchesCpuRowByRowAt27BShapes) {

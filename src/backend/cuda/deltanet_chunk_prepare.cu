@@ -21,6 +21,12 @@ struct PrepareSmem {
   alignas(16) float partial[3 * 256];
   float beta[kC], gcum[kC];
 };
+// Tiles staged in L's place before it is made and after T is: the A fragments of K_loᵀ (uint32,
+// the workspace's order) and W (bf16, row stride kLd128), each written out in 16-byte pieces.
+static_assert(kC * kD / 2 * sizeof(uint32_t) <= sizeof(PrepareSmem::l), "K_lo's fragments fit in L's place");
+static_assert(kC * kLd128 * sizeof(__nv_bfloat16) <= sizeof(PrepareSmem::l), "W fits in L's place");
+__device__ __forceinline__ uint32_t* staged_frag(PrepareSmem& sm) { return reinterpret_cast<uint32_t*>(&sm.l[0][0]); }
+__device__ __forceinline__ __nv_bfloat16* staged_w(PrepareSmem& sm) { return reinterpret_cast<__nv_bfloat16*>(&sm.l[0][0]); }
 
 // Conv + SiLU of 4 channels (chn0..chn0+3) over the kConvRows rows of warp `warp`; y[i] is chunk
 // row kConvRows·w + i, zero past the chunk's end. A pre-conv row before the span comes from
@@ -126,7 +132,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
       // K_lo once more in the order `state` takes its A fragments of K_loᵀ: register (m8 + 2·r8)
       // of lane 4g + t for rows 16ks + 2t (+1) (+8 r8) and column 16w + g (+8 m8), rows paired.
       static_assert(kConvRows % 2 == 0, "a warp's rows pair up");
-      uint32_t* frag = work.klo_frag + (int64_t{c} * p.nk + hk) * (kC * kD / 2);
+      uint32_t* frag = staged_frag(sm);
 #pragma unroll
       for (int i = 0; i < kConvRows; i += 2) {
         const int row = r0 + i, ks = row / 16, within = row % 16;
@@ -157,6 +163,14 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     sm.gcum[tid] = gl;
   }
   __syncthreads();
+  // K_lo's fragments to the workspace, 16 bytes per copy (4-byte stores from the conv's registers
+  // wrote every sector in eight pieces: 45 us of the kernel at 27B shapes, 8k rows). L's tile, which
+  // held them, is written after the next barrier.
+  if (hv % ratio == 0) {
+    uint4* dst = reinterpret_cast<uint4*>(work.klo_frag + (int64_t{c} * p.nk + hk) * (kC * kD / 2));
+    const uint4* src = reinterpret_cast<const uint4*>(staged_frag(sm));
+    for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) dst[e] = src[e];
+  }
 
   // Cumulative sum of the log decays (warp 0, two rows per lane).
   if (warp == 0) {
@@ -295,22 +309,31 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     }
     const int row = 16 * rb + g;
     const int64_t tile = (int64_t{c} * p.nv + hv) * kC * kD;
-    if (which == 0) {  // W feeds a product in `state`: bf16
-      __nv_bfloat16* dst = work.w + tile;
+    if (which == 0) {  // W feeds a product in `state`: bf16, staged (written out below, as K_lo's fragments)
+      __nv_bfloat16* dst = staged_w(sm);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int col = 64 * cb + 8 * n + 2 * t;
-        *reinterpret_cast<uint32_t*>(dst + row * kD + col) = pack_bf16(acc[n][0], acc[n][1]);
-        *reinterpret_cast<uint32_t*>(dst + (row + 8) * kD + col) = pack_bf16(acc[n][2], acc[n][3]);
+        *reinterpret_cast<uint32_t*>(dst + row * kLd128 + col) = pack_bf16(acc[n][0], acc[n][1]);
+        *reinterpret_cast<uint32_t*>(dst + (row + 8) * kLd128 + col) = pack_bf16(acc[n][2], acc[n][3]);
       }
-    } else {  // U is only subtracted from: f32
+    } else {  // U is only subtracted from: f32, whole sectors; read once, by `state`, so streamed
       float* dst = work.u + tile;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int col = 64 * cb + 8 * n + 2 * t;
-        *reinterpret_cast<float2*>(dst + row * kD + col) = make_float2(acc[n][0], acc[n][1]);
-        *reinterpret_cast<float2*>(dst + (row + 8) * kD + col) = make_float2(acc[n][2], acc[n][3]);
+        __stcs(reinterpret_cast<float2*>(dst + row * kD + col), make_float2(acc[n][0], acc[n][1]));
+        __stcs(reinterpret_cast<float2*>(dst + (row + 8) * kD + col), make_float2(acc[n][2], acc[n][3]));
       }
+    }
+  }
+  __syncthreads();  // W staged whole
+  {
+    __nv_bfloat16* dst = work.w + (int64_t{c} * p.nv + hv) * kC * kD;
+    const __nv_bfloat16* src = staged_w(sm);
+    for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
+      const int r = e / (kD / 8), c8 = e % (kD / 8);
+      *reinterpret_cast<uint4*>(dst + r * kD + 8 * c8) = *reinterpret_cast<const uint4*>(src + r * kLd128 + 8 * c8);
     }
   }
 }

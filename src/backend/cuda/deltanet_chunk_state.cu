@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
   };
   if (sp.chunks > 0) load(sp.first_chunk, sm.in[0]);
   for (int ci = 0; ci < sp.chunks; ++ci) {
-    const int64_t c = sp.first_chunk + ci, head_tile = (c * p.nv + hv) * kC * kD;
+    const int64_t c = sp.first_chunk + ci;
     const StateInputs& in = sm.in[ci % 2];
     // The A fragments of K_loᵀ for the state update, straight from the workspace (there is no room
     // for a K_lo tile at two blocks per multiprocessor), laid out by `prepare` as the lanes take
@@ -103,8 +103,9 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
     }
     const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
     // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
-    // the workspace as is, hi and lo (for `output`), to shared memory times e^{G_C−G_t} (the state update's
-    // row weights).
+    // shared memory times e^{G_C−G_t}, the state update's row weights, hi and lo. (`output` makes
+    // the same Δ again from the same S₀ snapshot rather than reading it: storing it from here cost
+    // this kernel a fifth of its time.)
     {
       const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
       const uint32_t w_tile = smem_addr(&in.w[0][0]);
@@ -116,7 +117,6 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
         load_b_kn(b, h_tile, kLd32, k0, n0, lane);
         mma_pair(acc[0], acc[1], a, b);
       }
-      __nv_bfloat16* delta = work.delta + head_tile + j0;
       const int row = m0 + g;
       const float w0 = expf(g_last - in.gcum[row]), w1 = expf(g_last - in.gcum[row + 8]);
 #pragma unroll
@@ -124,16 +124,12 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
         const int col = n0 + 8 * nt + 2 * t;
         const float2 u0 = *reinterpret_cast<const float2*>(&in.u[row][col]);
         const float2 u1 = *reinterpret_cast<const float2*>(&in.u[row + 8][col]);
-        const float2 lo = make_float2(u0.x - acc[nt][0], u0.y - acc[nt][1]);
-        const float2 hi = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
-        *reinterpret_cast<uint32_t*>(&sm.d[row][col]) = pack_bf16(lo.x * w0, lo.y * w0);
-        *reinterpret_cast<uint32_t*>(&sm.d[row + 8][col]) = pack_bf16(hi.x * w1, hi.y * w1);
-        *reinterpret_cast<uint32_t*>(&sm.dlo[row][col]) = pack_bf16_lo(lo.x * w0, lo.y * w0);
-        *reinterpret_cast<uint32_t*>(&sm.dlo[row + 8][col]) = pack_bf16_lo(hi.x * w1, hi.y * w1);
-        *reinterpret_cast<uint32_t*>(delta + row * kD + col) = pack_bf16(lo.x, lo.y);
-        *reinterpret_cast<uint32_t*>(delta + (row + 8) * kD + col) = pack_bf16(hi.x, hi.y);
-        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + row * kD + col) = pack_bf16_lo(lo.x, lo.y);
-        *reinterpret_cast<uint32_t*>(delta + (work.dlo - work.delta) + (row + 8) * kD + col) = pack_bf16_lo(hi.x, hi.y);
+        const float2 lo = make_float2((u0.x - acc[nt][0]) * w0, (u0.y - acc[nt][1]) * w0);
+        const float2 hi = make_float2((u1.x - acc[nt][2]) * w1, (u1.y - acc[nt][3]) * w1);
+        *reinterpret_cast<uint32_t*>(&sm.d[row][col]) = pack_bf16(lo.x, lo.y);
+        *reinterpret_cast<uint32_t*>(&sm.d[row + 8][col]) = pack_bf16(hi.x, hi.y);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row][col]) = pack_bf16_lo(lo.x, lo.y);
+        *reinterpret_cast<uint32_t*>(&sm.dlo[row + 8][col]) = pack_bf16_lo(hi.x, hi.y);
       }
     }
     __syncthreads();  // the weighted Δ whole; S₀'s copy free

@@ -50,9 +50,7 @@ struct Work {
   uint32_t* klo_frag;    // [C][nk][4][8][32][4] the same as `state` reads it: A fragments of K_loᵀ
                          // (rows 16ks.., columns 16w..) in lane order, one 16-byte load per lane
   __nv_bfloat16* w;      // [C][nv][64][128] W = T diag(βγ) K
-  float* u;              // [C][nv][64][128] U = T diag(β) V
-  __nv_bfloat16* delta;  // [C][nv][64][128] Δ = U − W S₀, hi
-  __nv_bfloat16* dlo;    // [C][nv][64][128] Δ, lo
+  float* u;              // [C][nv][64][128] U = T diag(β) V (read by `state`, then by `output`)
   float* gcum;           // [C][nv][64] cumulative log decay G_t
   __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
 };

@@ -12,7 +12,7 @@ namespace {
 using namespace deltanet_chunks;
 
 struct WorkLayout {
-  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, qlo = 0, klo = 0, klo_frag = 0, w = 0, u = 0, delta = 0, dlo = 0, gcum = 0, h = 0, total = 0;
+  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, qlo = 0, klo = 0, klo_frag = 0, w = 0, u = 0, gcum = 0, h = 0, total = 0;
   int n_chunks = 0;
 };
 
@@ -38,8 +38,6 @@ WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   L.klo_frag = take(C * nk * tile16);
   L.w = take(C * nv * tile16);
   L.u = take(C * nv * tile32);
-  L.delta = take(C * nv * tile16);
-  L.dlo = take(C * nv * tile16);
   L.gcum = take(C * nv * kC * sizeof(float));
   L.h = take(C * nv * kD * kD * sizeof(__nv_bfloat16));
   L.total = at;
@@ -121,8 +119,6 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   w.klo_frag = reinterpret_cast<uint32_t*>(base + L.klo_frag);
   w.w = reinterpret_cast<__nv_bfloat16*>(base + L.w);
   w.u = reinterpret_cast<float*>(base + L.u);
-  w.delta = reinterpret_cast<__nv_bfloat16*>(base + L.delta);
-  w.dlo = reinterpret_cast<__nv_bfloat16*>(base + L.dlo);
   w.gcum = reinterpret_cast<float*>(base + L.gcum);
   w.h = reinterpret_cast<__nv_bfloat16*>(base + L.h);
   const int C = L.n_chunks, S = static_cast<int>(window.spans.size());

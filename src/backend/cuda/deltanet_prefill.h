@@ -11,8 +11,8 @@
 //   O   = diag(γ) Q S₀ + ((Q Kᵀ) ⊙ e^{G_t−G_s}, s ≤ t) Δ
 //   S_C = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
 // Three kernels: `prepare` (conv, norms, gates, T, W, U; all chunks in parallel), `state` (S
-// carried chunk to chunk, Δ; heads and column slices in parallel) and `output` (O and the gated
-// norm; all chunks in parallel). Products run on tensor cores in bf16 with f32 accumulation. Most
+// carried chunk to chunk, Δ; heads and column slices in parallel; S₀ snapshots out) and `output`
+// (Δ again from U, W and the snapshot, then O and the gated norm; all chunks in parallel). Products run on tensor cores in bf16 with f32 accumulation. Most
 // operands (T, X = diag(βγ)K, W, the state snapshots S₀) are rounded to bf16 once by whoever writes
 // them: their errors the delta rule corrects, or they stay below the output's own bf16 rounding.
 // Where one rounding would not be (each costs ~1.5e-3 relative or more), the f32 value x is split

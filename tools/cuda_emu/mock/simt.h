@@ -223,6 +223,8 @@ template <typename T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
   return emu_shfl(v, l >= static_cast<int>(d) ? l - static_cast<int>(d) : l);
 }
 template <typename T> inline T __ldg(const T* p) { return *p; }
+template <typename T> inline T __ldcs(const T* p) { return *p; }
+template <typename T> inline void __stcs(T* p, T v) { *p = v; }
 inline std::size_t __cvta_generic_to_shared(const void* p) {
   const auto* c = static_cast<const unsigned char*>(p);
   if (c < emu::g_block->smem || c >= emu::g_block->smem + emu::g_block->smem_bytes) {
