@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     for (int nt = 0; nt < 8; ++nt) {
       const int col = 64 * cb + 8 * nt + 2 * t;
       const float2 zz = *reinterpret_cast<const float2*>(z + col), nw = *reinterpret_cast<const float2*>(&sm.norm_w[col]);
-      const float v0 = o[nt][2 * half] * inv * nw.x * silu(zz.x), v1 = o[nt][2 * half + 1] * inv * nw.y * silu(zz.y);
+      const float v0 = o[nt][2 * half] * inv * nw.x * silu_fast(zz.x), v1 = o[nt][2 * half + 1] * inv * nw.y * silu_fast(zz.y);
       if (pairs) {
         *reinterpret_cast<uint32_t*>(y + col) = pack_bf16(v0, v1);
       } else {

@@ -6,8 +6,10 @@
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
-// prepare: one block per (chunk, value head). Conv + SiLU of the chunk's q, k (of the key head) and
-// v rows, q/k norms, gates and their cumulative sum, then L, T = (I + L)⁻¹, W and U.
+// prepare: one block per (chunk, key head). Conv + SiLU of the chunk's q and k rows and their norms,
+// once for all the key head's value heads (a block per value head made k's conv three times over
+// at 27B shapes); then per value head the v rows, gates and their cumulative sum, L,
+// T = (I + L)⁻¹, U and W.
 
 constexpr int kPrepareThreads = 256;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
@@ -57,10 +59,10 @@ __device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const Spa
   for (int i = 0; i < kConvRows; ++i) {
     const float4 a = y[i], b = y[i + 1], c = y[i + 2], d = y[i + 3];
     float4 o;
-    o.x = silu(((0.0f + w[0].x * a.x) + w[0].y * b.x) + w[0].z * c.x + w[0].w * d.x);
-    o.y = silu(((0.0f + w[1].x * a.y) + w[1].y * b.y) + w[1].z * c.y + w[1].w * d.y);
-    o.z = silu(((0.0f + w[2].x * a.z) + w[2].y * b.z) + w[2].z * c.z + w[2].w * d.z);
-    o.w = silu(((0.0f + w[3].x * a.w) + w[3].y * b.w) + w[3].z * c.w + w[3].w * d.w);
+    o.x = silu_fast(((0.0f + w[0].x * a.x) + w[0].y * b.x) + w[0].z * c.x + w[0].w * d.x);
+    o.y = silu_fast(((0.0f + w[1].x * a.y) + w[1].y * b.y) + w[1].z * c.y + w[1].w * d.y);
+    o.z = silu_fast(((0.0f + w[2].x * a.z) + w[2].y * b.z) + w[2].z * c.z + w[2].w * d.z);
+    o.w = silu_fast(((0.0f + w[3].x * a.w) + w[3].y * b.w) + w[3].z * c.w + w[3].w * d.w);
     y[i] = r0 + i < ch.rows ? o : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 }
@@ -89,32 +91,28 @@ __device__ __forceinline__ float beta_of(const DeltaNetDecodeArgs& p, const Chun
 __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
-  const int c = blockIdx.x, hv = blockIdx.y;
+  const int c = blockIdx.x, hk = blockIdx.y;
   const ChunkMeta ch = work.chunks[c];
   const SpanMeta sp = work.spans[ch.span];
-  const int ratio = p.nv / p.nk, hk = hv / ratio;
+  const int ratio = p.nv / p.nk;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
   const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), vlo_tile = smem_addr(&sm.vlo[0][0]),
                  t_tile = smem_addr(&sm.tb[0][0]);
 
-  // q, k, v of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
-  // workspace as hi and lo by the first value head of the key head, k there too and its hi to
-  // shared memory, v times β to shared memory as hi and lo (Y = diag(β) V is all the products need
-  // of V).
+  // q and k of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
+  // workspace as hi and lo, k there too, its hi to shared memory (kept for every value head) and
+  // its lo also in `state`'s fragment order (staged in L's place).
+  const int r0 = kConvRows * warp;
   {
-    const bool writer = hv % ratio == 0;
-    const int r0 = kConvRows * warp;
     float4 y[kConvRows + K - 1];
-    if (writer) {
-      conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
-      l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
-      __nv_bfloat16* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
+    conv_rows(p, sp, ch, warp, hk * kD + 4 * lane, conv_dim, y);
+    l2_normalize_rows(y, 1.0f / sqrtf(static_cast<float>(kD)));
+    __nv_bfloat16* qn = work.qn + ((int64_t{c} * p.nk + hk) * kC + r0) * kD + 4 * lane;
 #pragma unroll
-      for (int i = 0; i < kConvRows; ++i) {
-        *reinterpret_cast<uint2*>(qn + i * kD) = pack_bf16x4(y[i]);
-        *reinterpret_cast<uint2*>(qn + (work.qlo - work.qn) + i * kD) = pack_bf16x4_lo(y[i]);
-      }
+    for (int i = 0; i < kConvRows; ++i) {
+      *reinterpret_cast<uint2*>(qn + i * kD) = pack_bf16x4(y[i]);
+      *reinterpret_cast<uint2*>(qn + (work.qlo - work.qn) + i * kD) = pack_bf16x4_lo(y[i]);
     }
     conv_rows(p, sp, ch, warp, key_dim + hk * kD + 4 * lane, conv_dim, y);
     l2_normalize_rows(y, 1.0f);
@@ -123,201 +121,185 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     for (int i = 0; i < kConvRows; ++i) {
       const uint2 k = pack_bf16x4(y[i]);
       *reinterpret_cast<uint2*>(&sm.k[r0 + i][4 * lane]) = k;
-      if (writer) {
-        *reinterpret_cast<uint2*>(kn + i * kD) = k;
-        *reinterpret_cast<uint2*>(kn + (work.klo - work.kn) + i * kD) = pack_bf16x4_lo(y[i]);
+      *reinterpret_cast<uint2*>(kn + i * kD) = k;
+      *reinterpret_cast<uint2*>(kn + (work.klo - work.kn) + i * kD) = pack_bf16x4_lo(y[i]);
+    }
+    // K_lo once more in the order `state` takes its A fragments of K_loᵀ: register (m8 + 2·r8)
+    // of lane 4g + t for rows 16ks + 2t (+1) (+8 r8) and column 16w + g (+8 m8), rows paired.
+    static_assert(kConvRows % 2 == 0, "a warp's rows pair up");
+    uint32_t* frag = staged_frag(sm);
+#pragma unroll
+    for (int i = 0; i < kConvRows; i += 2) {
+      const int row = r0 + i, ks = row / 16, within = row % 16;
+      const float even[4] = {y[i].x, y[i].y, y[i].z, y[i].w}, odd[4] = {y[i + 1].x, y[i + 1].y, y[i + 1].z, y[i + 1].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = 4 * lane + e, mm = m % 16;
+        const int frag_lane = 4 * (mm % 8) + (within % 8) / 2, reg = (mm >= 8 ? 1 : 0) + (within >= 8 ? 2 : 0);
+        frag[((ks * 8 + m / 16) * 32 + frag_lane) * 4 + reg] = pack_bf16_lo(even[e], odd[e]);
       }
     }
-    if (writer) {
-      // K_lo once more in the order `state` takes its A fragments of K_loᵀ: register (m8 + 2·r8)
-      // of lane 4g + t for rows 16ks + 2t (+1) (+8 r8) and column 16w + g (+8 m8), rows paired.
-      static_assert(kConvRows % 2 == 0, "a warp's rows pair up");
-      uint32_t* frag = staged_frag(sm);
-#pragma unroll
-      for (int i = 0; i < kConvRows; i += 2) {
-        const int row = r0 + i, ks = row / 16, within = row % 16;
-        const float even[4] = {y[i].x, y[i].y, y[i].z, y[i].w}, odd[4] = {y[i + 1].x, y[i + 1].y, y[i + 1].z, y[i + 1].w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int m = 4 * lane + e, mm = m % 16;
-          const int frag_lane = 4 * (mm % 8) + (within % 8) / 2, reg = (mm >= 8 ? 1 : 0) + (within >= 8 ? 2 : 0);
-          frag[((ks * 8 + m / 16) * 32 + frag_lane) * 4 + reg] = pack_bf16_lo(even[e], odd[e]);
-        }
-      }
-    }
-    const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
-    conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
-#pragma unroll
-    for (int i = 0; i < kConvRows; ++i) {
-      const float b = __shfl_sync(0xffffffffu, beta_lane, i);
-      const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
-      *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
-      *reinterpret_cast<uint2*>(&sm.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
-    }
-  }
-  // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
-  if (tid < kC) {
-    float gl = 0.0f;
-    if (tid < ch.rows) gl = p.neg_exp_a[hv] * softplus(p.a[int64_t{ch.first_row + tid} * p.ld_ba + hv] + p.dt_bias[hv]);
-    sm.beta[tid] = beta_of(p, ch, tid, hv);
-    sm.gcum[tid] = gl;
   }
   __syncthreads();
   // K_lo's fragments to the workspace, 16 bytes per copy (4-byte stores from the conv's registers
   // wrote every sector in eight pieces: 45 us of the kernel at 27B shapes, 8k rows). L's tile, which
-  // held them, is written after the next barrier.
-  if (hv % ratio == 0) {
+  // held them, is next written after two more barriers.
+  {
     uint4* dst = reinterpret_cast<uint4*>(work.klo_frag + (int64_t{c} * p.nk + hk) * (kC * kD / 2));
     const uint4* src = reinterpret_cast<const uint4*>(staged_frag(sm));
     for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) dst[e] = src[e];
   }
 
-  // Cumulative sum of the log decays (warp 0, two rows per lane).
-  if (warp == 0) {
-    const float g0 = sm.gcum[2 * lane], g1 = sm.gcum[2 * lane + 1];
-    float s = g0 + g1;
+#pragma unroll 1
+  for (int hv = hk * ratio; hv < (hk + 1) * ratio; ++hv) {
+    // v of the same rows and channels, times β, to shared memory as hi and lo (Y = diag(β) V is all
+    // the products need of V). Its last readers, the previous value head's products, are past the
+    // barrier that ended it.
+    {
+      float4 y[kConvRows + K - 1];
+      const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
+      conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
 #pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const float n = __shfl_up_sync(0xffffffffu, s, off);
-      if (lane >= off) s += n;
+      for (int i = 0; i < kConvRows; ++i) {
+        const float b = __shfl_sync(0xffffffffu, beta_lane, i);
+        const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
+        *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
+        *reinterpret_cast<uint2*>(&sm.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
+      }
     }
-    const float before = s - (g0 + g1);
-    sm.gcum[2 * lane] = before + g0;
-    sm.gcum[2 * lane + 1] = before + g0 + g1;
-  }
-  __syncthreads();
-  if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
+    // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
+    if (tid < kC) {
+      float gl = 0.0f;
+      if (tid < ch.rows) gl = p.neg_exp_a[hv] * softplus(p.a[int64_t{ch.first_row + tid} * p.ld_ba + hv] + p.dt_bias[hv]);
+      sm.beta[tid] = beta_of(p, ch, tid, hv);
+      sm.gcum[tid] = gl;
+    }
+    __syncthreads();
 
-  // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal: A = K rows, B = K rows (B(k, n) = K[n][k]).
-  // Warp w: rows 16(w%4).., columns 32(w/4).. in two 16-column halves; halves wholly above the
-  // diagonal are skipped (the condition is the warp's, as ldmatrix needs).
-  {
-    const int rb = warp % 4, cb = warp / 4;
-    float acc[4][4] = {};
+    // Cumulative sum of the log decays (warp 0, two rows per lane).
+    if (warp == 0) {
+      const float g0 = sm.gcum[2 * lane], g1 = sm.gcum[2 * lane + 1];
+      float s = g0 + g1;
 #pragma unroll
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t a[4];
-      load_a(a, k_tile, kLd128, 16 * rb, k0, lane);
+      for (int off = 1; off < 32; off *= 2) {
+        const float n = __shfl_up_sync(0xffffffffu, s, off);
+        if (lane >= off) s += n;
+      }
+      const float before = s - (g0 + g1);
+      sm.gcum[2 * lane] = before + g0;
+      sm.gcum[2 * lane + 1] = before + g0 + g1;
+    }
+    __syncthreads();
+    if (tid < kC) work.gcum[(int64_t{c} * p.nv + hv) * kC + tid] = sm.gcum[tid];
+
+    // L = β_t (k_t·k_s) e^{G_t−G_s} below the diagonal: A = K rows, B = K rows (B(k, n) = K[n][k]).
+    // Warp w: rows 16(w%4).., columns 32(w/4).. in two 16-column halves; halves wholly above the
+    // diagonal are skipped (the condition is the warp's, as ldmatrix needs).
+    {
+      const int rb = warp % 4, cb = warp / 4;
+      float acc[4][4] = {};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (32 * cb + 16 * h < 16 * (rb + 1)) {
-          uint32_t b[4];
-          load_b_nk(b, k_tile, kLd128, k0, 32 * cb + 16 * h, lane);
-          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+      for (int k0 = 0; k0 < kD; k0 += 16) {
+        uint32_t a[4];
+        load_a(a, k_tile, kLd128, 16 * rb, k0, lane);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (32 * cb + 16 * h < 16 * (rb + 1)) {
+            uint32_t b[4];
+            load_b_nk(b, k_tile, kLd128, k0, 32 * cb + 16 * h, lane);
+            mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+          }
         }
       }
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * n + 2 * t + (i & 1);
+          sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+        }
     }
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * n + 2 * t + (i & 1);
-        sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
-      }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  // T = (I + L)⁻¹ by 16×16 blocks, in f32. Diagonal blocks: forward substitution, a column per thread.
-  if (tid < 64) {
-    const int o = 16 * (tid / 16), col = tid % 16;
-    float x[16];
+    // T = (I + L)⁻¹ by 16×16 blocks, in f32. Diagonal blocks: forward substitution, a column per thread.
+    if (tid < 64) {
+      const int o = 16 * (tid / 16), col = tid % 16;
+      float x[16];
 #pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      float s = r == col ? 1.0f : 0.0f;
+      for (int r = 0; r < 16; ++r) {
+        float s = r == col ? 1.0f : 0.0f;
 #pragma unroll
-      for (int j = 0; j < r; ++j) s -= sm.l[o + r][o + j] * x[j];
-      x[r] = r < col ? 0.0f : s;
-      sm.ti[o + r][o + col] = x[r];
-    }
-  } else {
-    for (int e = tid - 64; e < kC * kC; e += kPrepareThreads - 64) {
-      const int r = e / kC, col = e % kC;
-      if (r / 16 < col / 16) sm.ti[r][col] = 0.0f;
-    }
-  }
-  __syncthreads();
-  // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. A thread
-  // takes elements (r, col) of the 16×16 blocks; every loop bound is a constant, so the shared
-  // loads of a sum are all in flight together.
-  float* partial = sm.partial;
-#pragma unroll
-  for (int bi = 1; bi < 4; ++bi) {
-#pragma unroll
-    for (int e = tid; e < 256; e += kPrepareThreads) {
-      const int r = e / 16, col = e % 16;
-#pragma unroll
-      for (int bj = 0; bj < bi; ++bj) {
-        float s = 0.0f;
-#pragma unroll
-        for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
-        partial[bj * 256 + e] = s;
+        for (int j = 0; j < r; ++j) s -= sm.l[o + r][o + j] * x[j];
+        x[r] = r < col ? 0.0f : s;
+        sm.ti[o + r][o + col] = x[r];
+      }
+    } else {
+      for (int e = tid - 64; e < kC * kC; e += kPrepareThreads - 64) {
+        const int r = e / kC, col = e % kC;
+        if (r / 16 < col / 16) sm.ti[r][col] = 0.0f;
       }
     }
     __syncthreads();
+    // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. A thread
+    // takes elements (r, col) of the 16×16 blocks; every loop bound is a constant, so the shared
+    // loads of a sum are all in flight together.
+    float* partial = sm.partial;
 #pragma unroll
-    for (int e = tid; e < 256; e += kPrepareThreads) {
-      const int r = e / 16, col = e % 16;
+    for (int bi = 1; bi < 4; ++bi) {
 #pragma unroll
-      for (int bj = 0; bj < bi; ++bj) {
-        float s = 0.0f;
+      for (int e = tid; e < 256; e += kPrepareThreads) {
+        const int r = e / 16, col = e % 16;
 #pragma unroll
-        for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
-        sm.ti[16 * bi + r][16 * bj + col] = -s;
+        for (int bj = 0; bj < bi; ++bj) {
+          float s = 0.0f;
+#pragma unroll
+          for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
+          partial[bj * 256 + e] = s;
+        }
       }
+      __syncthreads();
+#pragma unroll
+      for (int e = tid; e < 256; e += kPrepareThreads) {
+        const int r = e / 16, col = e % 16;
+#pragma unroll
+        for (int bj = 0; bj < bi; ++bj) {
+          float s = 0.0f;
+#pragma unroll
+          for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
+          sm.ti[16 * bi + r][16 * bj + col] = -s;
+        }
+      }
+      __syncthreads();
+    }
+
+    // T rounded to bf16; then U = T Y, X = diag(βγ) K in Y's place (K stays for the next value
+    // head) and W = T X.
+    for (int e = tid; e < kC * kC / 4; e += kPrepareThreads) {
+      const int r = e / (kC / 4), c4 = e % (kC / 4);
+      *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.ti[r][4 * c4]));
     }
     __syncthreads();
-  }
-
-  // X = diag(βγ) K in place (8 values per step), T rounded to bf16; then W = T X and U = T Y.
-  for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
-    const int r = e / (kD / 8), c8 = e % (kD / 8);
-    const float bk = sm.beta[r] * expf(sm.gcum[r]);
-    auto scaled = [bk](uint32_t pair) {
-      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pair));
-      return pack_bf16(f.x * bk, f.y * bk);
-    };
-    uint4& k8 = *reinterpret_cast<uint4*>(&sm.k[r][8 * c8]);
-    const uint4 x = k8;
-    k8 = make_uint4(scaled(x.x), scaled(x.y), scaled(x.z), scaled(x.w));
-  }
-  for (int e = tid; e < kC * kC / 4; e += kPrepareThreads) {
-    const int r = e / (kC / 4), c4 = e % (kC / 4);
-    *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.ti[r][4 * c4]));
-  }
-  __syncthreads();
-  // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
-  // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only. U = T (Y_hi + Y_lo): the
-  // rounding of Y would otherwise reach the state undamped.
-  const int rb = warp % 4, cb = warp / 4;
-#pragma unroll 1
-  for (int which = 0; which < 2; ++which) {
-    const uint32_t src = which == 0 ? k_tile : v_tile;
-    float acc[8][4] = {};
-    for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
-      uint32_t a[4];
-      load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
+    // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
+    // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only. U = T (Y_hi + Y_lo): the
+    // rounding of Y would otherwise reach the state undamped.
+    const int rb = warp % 4, cb = warp / 4;
+    const int row = 16 * rb + g;
+    const int64_t tile = (int64_t{c} * p.nv + hv) * kC * kD;
+    {
+      float acc[8][4] = {};
+      for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
+        uint32_t a[4];
+        load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
 #pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        uint32_t b[4];
-        load_b_kn(b, src, kLd128, k0, 64 * cb + 16 * h, lane);
-        mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
-        if (which == 1) {
+        for (int h = 0; h < 4; ++h) {
+          uint32_t b[4];
+          load_b_kn(b, v_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
           load_b_kn(b, vlo_tile, kLd128, k0, 64 * cb + 16 * h, lane);
           mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
         }
       }
-    }
-    const int row = 16 * rb + g;
-    const int64_t tile = (int64_t{c} * p.nv + hv) * kC * kD;
-    if (which == 0) {  // W feeds a product in `state`: bf16, staged (written out below, as K_lo's fragments)
-      __nv_bfloat16* dst = staged_w(sm);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int col = 64 * cb + 8 * n + 2 * t;
-        *reinterpret_cast<uint32_t*>(dst + row * kLd128 + col) = pack_bf16(acc[n][0], acc[n][1]);
-        *reinterpret_cast<uint32_t*>(dst + (row + 8) * kLd128 + col) = pack_bf16(acc[n][2], acc[n][3]);
-      }
-    } else {  // U is only subtracted from: f32, whole sectors; read once, by `state`, so streamed
+      // U is only subtracted from: f32, whole sectors; read by `state` and `output`, streamed
       float* dst = work.u + tile;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
@@ -326,16 +308,50 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         __stcs(reinterpret_cast<float2*>(dst + (row + 8) * kD + col), make_float2(acc[n][2], acc[n][3]));
       }
     }
-  }
-  __syncthreads();  // W staged whole
-  {
-    __nv_bfloat16* dst = work.w + (int64_t{c} * p.nv + hv) * kC * kD;
-    const __nv_bfloat16* src = staged_w(sm);
+    __syncthreads();  // Y read by all: X into its place (8 values per step)
     for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
       const int r = e / (kD / 8), c8 = e % (kD / 8);
-      *reinterpret_cast<uint4*>(dst + r * kD + 8 * c8) = *reinterpret_cast<const uint4*>(src + r * kLd128 + 8 * c8);
+      const float bk = sm.beta[r] * expf(sm.gcum[r]);
+      auto scaled = [bk](uint32_t pair) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pair));
+        return pack_bf16(f.x * bk, f.y * bk);
+      };
+      const uint4 x = *reinterpret_cast<const uint4*>(&sm.k[r][8 * c8]);
+      *reinterpret_cast<uint4*>(&sm.v[r][8 * c8]) = make_uint4(scaled(x.x), scaled(x.y), scaled(x.z), scaled(x.w));
     }
-  }
+    __syncthreads();
+    {
+      float acc[8][4] = {};
+      for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
+        uint32_t a[4];
+        load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          uint32_t b[4];
+          load_b_kn(b, v_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+        }
+      }
+      // W feeds a product in `state`: bf16, staged in L's place (dead since T) and written out in
+      // 16-byte pieces, as K_lo's fragments.
+      __nv_bfloat16* dst = staged_w(sm);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int col = 64 * cb + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t*>(dst + row * kLd128 + col) = pack_bf16(acc[n][0], acc[n][1]);
+        *reinterpret_cast<uint32_t*>(dst + (row + 8) * kLd128 + col) = pack_bf16(acc[n][2], acc[n][3]);
+      }
+    }
+    __syncthreads();  // W staged whole; X read by all
+    {
+      __nv_bfloat16* dst = work.w + tile;
+      const __nv_bfloat16* src = staged_w(sm);
+      for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
+        const int r = e / (kD / 8), c8 = e % (kD / 8);
+        *reinterpret_cast<uint4*>(dst + r * kD + 8 * c8) = *reinterpret_cast<const uint4*>(src + r * kLd128 + 8 * c8);
+      }
+    }
+  }  // value heads
 }
 
 // ring: after `prepare` has read the rings, each span leaves its last K pre-conv rows in its ring
@@ -354,7 +370,7 @@ __global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
 
 void launch_prepare(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream) {
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(PrepareSmem))));
-  prepare_kernel<<<dim3(chunks, p.nv), kPrepareThreads, sizeof(PrepareSmem), stream>>>(p, work);
+  prepare_kernel<<<dim3(chunks, p.nk), kPrepareThreads, sizeof(PrepareSmem), stream>>>(p, work);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

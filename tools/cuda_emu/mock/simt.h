@@ -224,6 +224,8 @@ template <typename T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
 }
 template <typename T> inline T __ldg(const T* p) { return *p; }
 template <typename T> inline T __ldcs(const T* p) { return *p; }
+inline float __expf(float x) { return expf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 template <typename T> inline void __stcs(T* p, T v) { *p = v; }
 inline std::size_t __cvta_generic_to_shared(const void* p) {
   const auto* c = static_cast<const unsigned char*>(p);
