@@ -19,5 +19,8 @@ for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_c
         grid, block, smem = parts[0], parts[1], parts[2]
         return f'emu::launch({kernel}, dim3({grid}), dim3({block}), {smem}, {args});'
     s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', launch, s)
+    # launch_chained(kernel, grid, block, smem, stream, args...): the stream is dropped
+    s = re.sub(r'launch_chained\((\w+), (dim3\(.*?\)), (dim3\(.*?\)), (.*?), stream, (.*?)\);',
+               lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s)
     s = s.replace('#include "backend/cuda/', '#include "backend/cuda/')
     open(os.path.join(out_dir, name.replace('.cu', '.cpp')), 'w').write(s)

@@ -1,4 +1,5 @@
 // The `output` kernel of the chunked DeltaNet window (deltanet_prefill.h).
+#include "backend/cuda/chained_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/deltanet_chunks.cuh"
 #include "backend/cuda/gate_math.cuh"
@@ -48,8 +49,8 @@ static_assert(kLd64 <= kLd128, "P's tiles fit where K was");
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   OutputSmem& sm = *reinterpret_cast<OutputSmem*>(smem_raw);
-  const int64_t c = blockIdx.x;
-  const int hv = blockIdx.y;
+  const int hv = blockIdx.x;
+  const int64_t c = blockIdx.y;  // chunks in order: the first ones are ready first
   const ChunkMeta ch = work.chunks[c];
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -61,16 +62,20 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
 
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
   const int64_t qk_tile = (c * p.nk + hk) * kC * kD;
+  // What `prepare` made (done before `state` started) is requested first; S₀ once `state` has
+  // stored it for this chunk, all kD / kSlice slices (this kernel runs chained beside `state`).
   copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + qk_tile, kD);
   copy_tile_async<kC, kD>(&sm.qlo[0][0], kLd128, work.qlo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
   if (tid < kD) sm.norm_w[tid] = p.norm_w[tid];  // any alignment; seen by all after the first barrier
-  copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.w + head_tile, kD);
-  cp_async_commit();
   copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   cp_async_commit();
-  cp_async_wait<1>();  // Q, S₀, W, G
+  if (tid == 0) wait_ready(work.ready + c * p.nv + hv, kD / kSlice);
+  __syncthreads();
+  copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
+  cp_async_commit();
+  cp_async_wait<0>();  // Q, W, K_lo, G, S₀
   __syncthreads();
 
   // O = (Q_hi + Q_lo) S₀ and D = W S₀ (B = S₀, k-major, loaded once for both); O scaled by γ_t
@@ -262,8 +267,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
 
 void launch_output(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream) {
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(OutputSmem))));
-  output_kernel<<<dim3(chunks, p.nv), kOutputThreads, sizeof(OutputSmem), stream>>>(p, work);
-  QWENRT_CUDA_CHECK_LAUNCH();
+  launch_chained(output_kernel, dim3(p.nv, chunks), dim3(kOutputThreads), sizeof(OutputSmem), stream, p, work);
 }
 
 }  // namespace qwenrt::cuda::deltanet_chunks

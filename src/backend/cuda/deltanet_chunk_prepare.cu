@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   const int ratio = p.nv / p.nk;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
+  if (tid < ratio) work.ready[int64_t{c} * p.nv + hk * ratio + tid] = 0;  // `state` runs after this kernel
   const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), vlo_tile = smem_addr(&sm.vlo[0][0]),
                  t_tile = smem_addr(&sm.tb[0][0]);
 

@@ -32,6 +32,9 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
   const SpanMeta sp = work.spans[blockIdx.z];
   const int hk = hv / (p.nv / p.nk);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // `output` (launched chained) may start once every block is here: it waits chunk by chunk on
+  // Work::ready, so it runs beside this kernel on the multiprocessors it leaves free.
+  grid_launch_dependents();
   float* state = p.rec_state + int64_t{sp.slot} * p.rec_slot_stride + int64_t{hv} * kD * kD;
   const uint32_t h_tile = smem_addr(&sm.h[0][0]), d_tile = smem_addr(&sm.d[0][0]), dlo_tile = smem_addr(&sm.dlo[0][0]);
 
@@ -88,6 +91,9 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
     }
     cp_async_wait<0>();  // this chunk's inputs, the only group in flight
     __syncthreads();     // ... landed for every thread; S₀ whole; the previous chunk all done
+    // The previous chunk's snapshot is stored (by every thread, before the barrier): `output` may
+    // take it. Signalled a chunk late, so that the release waits on no store still in flight.
+    if (ci > 0 && tid == 0) signal_ready(work.ready + (c - 1) * p.nv + hv);
     // Chunk c+1 into the other buffer, whose last readers (chunk c−1) are past the barrier.
     if (ci + 1 < sp.chunks) load(c + 1, sm.in[(ci + 1) % 2]);
     // S₀ to the workspace for `output`: the slice's 128 rows of 64 bytes, 16 bytes per thread.
@@ -164,6 +170,10 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
     *reinterpret_cast<float2*>(state + srow * kD + col) = make_float2(s[nt][0], s[nt][1]);
     *reinterpret_cast<float2*>(state + (srow + 8) * kD + col) = make_float2(s[nt][2], s[nt][3]);
   }
+  // The last chunk is signalled only now, with the final state stored: once `output` has taken
+  // every chunk, this kernel has no write left, whatever the stream makes of the chained launch.
+  __syncthreads();
+  if (tid == 0 && sp.chunks > 0) signal_ready(work.ready + int64_t{sp.first_chunk + sp.chunks - 1} * p.nv + hv);
 }
 
 }  // namespace

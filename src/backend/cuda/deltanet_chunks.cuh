@@ -53,6 +53,8 @@ struct Work {
   float* u;              // [C][nv][64][128] U = T diag(β) V (read by `state`, then by `output`)
   float* gcum;           // [C][nv][64] cumulative log decay G_t
   __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
+  int32_t* ready;        // [C][nv] state slices done with the chunk (snapshot stored; for a span's last
+                         // chunk, also the final state): `output` starts on a chunk at kD / kSlice
 };
 
 #ifdef __CUDACC__

@@ -12,7 +12,7 @@ namespace {
 using namespace deltanet_chunks;
 
 struct WorkLayout {
-  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, qlo = 0, klo = 0, klo_frag = 0, w = 0, u = 0, gcum = 0, h = 0, total = 0;
+  std::size_t spans = 0, chunks = 0, qn = 0, kn = 0, qlo = 0, klo = 0, klo_frag = 0, w = 0, u = 0, gcum = 0, h = 0, ready = 0, total = 0;
   int n_chunks = 0;
 };
 
@@ -40,6 +40,7 @@ WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   L.u = take(C * nv * tile32);
   L.gcum = take(C * nv * kC * sizeof(float));
   L.h = take(C * nv * kD * kD * sizeof(__nv_bfloat16));
+  L.ready = take(C * nv * sizeof(int32_t));
   L.total = at;
   return L;
 }
@@ -62,6 +63,7 @@ DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int 
   }
   if (nk < 1 || nv < 1) fail("deltanet_prefill: ", nk, " key heads and ", nv, " value heads");
   const WorkLayout L = plan(spans, nk, nv);
+  if (L.n_chunks > 65535) fail("deltanet_prefill: ", L.n_chunks, " chunks of ", kC, " rows in one window; it takes at most 65535");
   if (!workspace || workspace_bytes < L.total)
     fail("deltanet_prefill: workspace of ", workspace_bytes, " bytes; the window needs ", L.total);
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) fail("deltanet_prefill: the workspace must be 256-byte aligned");
@@ -121,6 +123,7 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   w.u = reinterpret_cast<float*>(base + L.u);
   w.gcum = reinterpret_cast<float*>(base + L.gcum);
   w.h = reinterpret_cast<__nv_bfloat16*>(base + L.h);
+  w.ready = reinterpret_cast<int32_t*>(base + L.ready);
   const int C = L.n_chunks, S = static_cast<int>(window.spans.size());
 
   launch_prepare(a, w, C, stream);

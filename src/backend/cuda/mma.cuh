@@ -84,6 +84,20 @@ __device__ __forceinline__ void grid_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// A counter in global memory that one kernel raises and a kernel running beside it waits on: the
+// add releases what the adding thread has written or seen (a barrier before it makes that the
+// block's writes), the wait acquires it.
+__device__ __forceinline__ void signal_ready(int32_t* counter) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+}
+__device__ __forceinline__ void wait_ready(const int32_t* counter, int32_t count) {
+  for (;;) {
+    int32_t v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+    if (v >= count) return;
+    __nanosleep(256);
+  }
+}
 // Both: the usual start of a chained kernel that has nothing to do before its inputs are ready.
 __device__ __forceinline__ void chained_kernel_start() {
   grid_dependency_wait();

@@ -110,4 +110,11 @@ inline void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4], const uint32_t 
     d[i] = static_cast<float>(d[i] + acc);
   }
 }
+// Chained launches and ready counters: the emulator runs kernels one after another, so a counter
+// is complete by the time anything waits on it.
+inline void grid_launch_dependents() {}
+inline void signal_ready(int32_t* counter) { __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); }
+inline void wait_ready(const int32_t* counter, int32_t count) {
+  if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < count) { std::fprintf(stderr, "wait_ready: counter %d < %d\n", *counter, count); std::abort(); }
+}
 }  // namespace qwenrt::cuda
