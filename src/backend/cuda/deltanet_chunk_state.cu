@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
     // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
     // shared memory times e^{G_C−G_t}, the state update's row weights, hi and lo. (`output` makes
     // the same Δ again from the same S₀ snapshot rather than reading it: storing it from here cost
-    // this kernel a fifth of its time.)
+    // this kernel a quarter of its time.)
     {
       const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
       const uint32_t w_tile = smem_addr(&in.w[0][0]);
