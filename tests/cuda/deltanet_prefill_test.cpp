@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "cuda/deltanet_reference.h"
 #include "cuda/gpu_test_support.h"
@@ -148,6 +149,61 @@ TEST(DeltaNetPrefill, MatchesCpuRowByRowWithAnOddOutputStride) {
 TEST(DeltaNetPrefill, MatchesCpuRowByRowAt27BShapes) {
   QWENRT_REQUIRE_GPU();
   run_window(16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 24);
+}
+
+// `output` runs beside `state`, each of its blocks waiting on a counter for its chunk: a missing
+// wait or an early signal would read a snapshot half written, and show as runs that differ. The
+// same window at 27B shapes, run five times from the same inputs, gives the same bits every time.
+TEST(DeltaNetPrefill, RepeatsBitForBitAt27BShapes) {
+  QWENRT_REQUIRE_GPU();
+  const int nk = 16, nv = 48;
+  std::mt19937 rng(26);
+  const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng, true);
+  const std::vector<cuda::DeltaNetSpan> spans = {{0, 1000, 0, 0}, {1000, 300, 70, 1}};
+  const int64_t T = 1300, conv_slot = kK * L.conv_dim, rec_slot = int64_t{nv} * kD * kD;
+  const auto ring = test::random_f32(static_cast<std::size_t>(2 * conv_slot), rng);
+  const auto state = test::random_f32(static_cast<std::size_t>(2 * rec_slot), rng, 0.3f);
+  auto d_qkv = test::to_device(test::random_f32(static_cast<std::size_t>(T * L.conv_dim), rng));
+  auto d_z = test::to_device(test::random_f32(static_cast<std::size_t>(T * L.value_dim), rng));
+  auto d_ba = test::to_device(test::random_f32(static_cast<std::size_t>(T * 2 * nv), rng));
+  auto d_ring = test::to_device(ring), d_state = test::to_device(state);
+  const test::DeltaNetDeviceLayer d_layer(L);
+  cuda::DeviceBuffer d_out(static_cast<std::size_t>(T * L.value_dim) * sizeof(uint16_t));
+  const std::size_t ws_bytes = cuda::deltanet_prefill_workspace_bytes(spans, nk, nv);
+  cuda::DeviceBuffer ws(ws_bytes);
+  cuda::DeltaNetDecodeArgs args = d_layer.args(L);
+  args.qkv = d_qkv.as<float>();
+  args.ld_qkv = L.conv_dim;
+  args.z = d_z.as<float>();
+  args.ld_z = L.value_dim;
+  args.b = d_ba.as<float>();
+  args.a = d_ba.as<float>() + nv;
+  args.ld_ba = 2 * nv;
+  args.conv_state = d_ring.as<float>();
+  args.conv_slot_stride = conv_slot;
+  args.rec_state = d_state.as<float>();
+  args.rec_slot_stride = rec_slot;
+  args.out = d_out.as<__nv_bfloat16>();
+  args.ld_out = L.value_dim;
+  std::vector<uint16_t> first_out;
+  std::vector<float> first_state;
+  for (int run = 0; run < 5; ++run) {
+    QWENRT_CUDA_CHECK(cudaMemcpy(d_ring.get(), ring.data(), ring.size() * sizeof(float), cudaMemcpyHostToDevice));
+    QWENRT_CUDA_CHECK(cudaMemcpy(d_state.get(), state.data(), state.size() * sizeof(float), cudaMemcpyHostToDevice));
+    test::poison(d_out);
+    test::poison(ws);
+    cuda::deltanet_prefill(args, cuda::plan_deltanet_window(spans, nk, nv, ws.get(), ws_bytes, nullptr), nullptr);
+    QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto out = test::to_host<uint16_t>(d_out, static_cast<std::size_t>(T * L.value_dim));
+    const auto st = test::to_host<float>(d_state, state.size());
+    if (run == 0) {
+      first_out = out;
+      first_state = st;
+      continue;
+    }
+    EXPECT_EQ(0, std::memcmp(out.data(), first_out.data(), out.size() * sizeof(uint16_t))) << "outputs of run " << run;
+    EXPECT_EQ(0, std::memcmp(st.data(), first_state.data(), st.size() * sizeof(float))) << "states of run " << run;
+  }
 }
 
 TEST(DeltaNetPrefill, RejectsBadArguments) {
