@@ -86,15 +86,23 @@ __device__ __forceinline__ void grid_launch_dependents() {
 }
 // A counter in global memory that one kernel raises and a kernel running beside it waits on: the
 // add releases what the adding thread has written or seen (a barrier before it makes that the
-// block's writes), the wait acquires it.
+// block's writes), the wait acquires it. A counter still short after 30 s (a bug, or its writer
+// killed) ends the waiting kernel with an error rather than holding the GPU for ever.
 __device__ __forceinline__ void signal_ready(int32_t* counter) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
 }
+__device__ __forceinline__ uint64_t global_time_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ void wait_ready(const int32_t* counter, int32_t count) {
+  const uint64_t start = global_time_ns();
   for (;;) {
     int32_t v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
     if (v >= count) return;
+    if (global_time_ns() - start > 30'000'000'000ull) __trap();
     __nanosleep(256);
   }
 }
