@@ -69,13 +69,13 @@ float bf2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f
 
 struct SpanCase { int rows, start_position, slot; };
 int failures = 0;
-void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak, unsigned seed) {
+void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak, unsigned seed, int64_t out_pad = 16) {
   std::mt19937 rng(seed);
   const Layer L = random_layer(nk, nv, rng, weak);
   std::vector<cuda::DeltaNetSpan> spans;
   int32_t T = 0;
   for (const auto& c : cases) { spans.push_back({T, c.rows, c.start_position, c.slot}); T += c.rows; }
-  const int64_t ld_qkv = L.conv_dim + 8, ld_z = L.value_dim + 4, ld_ba = 2 * nv + 3, ld_out = L.value_dim + 16;
+  const int64_t ld_qkv = L.conv_dim + 8, ld_z = L.value_dim + 4, ld_ba = 2 * nv + 3, ld_out = L.value_dim + out_pad;
   const int64_t conv_slot = kK * L.conv_dim + 12, rec_slot = int64_t{nv} * kD * kD + 4;
   std::vector<float> ring = random_f32(n_slots * conv_slot, rng);
   std::vector<float> state = random_f32(n_slots * rec_slot, rng, 0.3f);
@@ -149,5 +149,6 @@ int main(int argc, char** argv) {
   if (which < 0 || which == 1) run_window(2, 6, 8, kMixed, false, 22);
   if (which < 0 || which == 2) run_window(1, 2, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 23);
   if (which < 0 || which == 3) run_window(16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 24);
+  if (which < 0 || which == 4) run_window(2, 4, 8, kMixed, false, 25, 3);  // an odd output row stride
   return failures;
 }
