@@ -71,6 +71,23 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.w + head_tile, kD);
   copy_tile_async<kC, kD>(&sm.klo[0][0], kLd128, work.klo + qk_tile, kD);
   cp_async_commit();
+  // D = W S₀ − U accumulates from −U, read where each thread holds D (whole 32-byte sectors per
+  // quad) while the rest arrives; Δ = −D, as `state` makes it.
+  const int row0 = 16 * rb + g, row1 = row0 + 8;
+  float d[8][4];
+  {
+    const float* u = work.u + head_tile;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = 64 * cb + 8 * nt + 2 * t;
+      const float2 u0 = __ldcs(reinterpret_cast<const float2*>(u + row0 * kD + col));
+      const float2 u1 = __ldcs(reinterpret_cast<const float2*>(u + row1 * kD + col));
+      d[nt][0] = -u0.x;
+      d[nt][1] = -u0.y;
+      d[nt][2] = -u1.x;
+      d[nt][3] = -u1.y;
+    }
+  }
   if (tid == 0) wait_ready(work.ready + c * p.nv + hv, kD / kSlice);
   __syncthreads();
   copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
@@ -78,10 +95,8 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   cp_async_wait<0>();  // Q, W, K_lo, G, S₀
   __syncthreads();
 
-  // O = (Q_hi + Q_lo) S₀ and D = W S₀ (B = S₀, k-major, loaded once for both); O scaled by γ_t
-  // per row.
-  const int row0 = 16 * rb + g, row1 = row0 + 8;
-  float o[8][4] = {}, d[8][4] = {};
+  // O = (Q_hi + Q_lo) S₀ and D (B = S₀, k-major, loaded once for both); O scaled by γ_t per row.
+  float o[8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks) {
     uint32_t qa[4], qalo[4], wa[4];
@@ -105,18 +120,10 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
     o[nt][2] *= e1;
     o[nt][3] *= e1;
   }
-  // Δ = U − D, read from U as each thread holds D (whole 32-byte sectors per quad).
-  const float* u = work.u + head_tile;
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    const int col = 64 * cb + 8 * nt + 2 * t;
-    const float2 u0 = __ldcs(reinterpret_cast<const float2*>(u + row0 * kD + col));
-    const float2 u1 = __ldcs(reinterpret_cast<const float2*>(u + row1 * kD + col));
-    d[nt][0] = u0.x - d[nt][0];
-    d[nt][1] = u0.y - d[nt][1];
-    d[nt][2] = u1.x - d[nt][2];
-    d[nt][3] = u1.y - d[nt][3];
-  }
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[nt][i] = -d[nt][i];  // Δ
   __syncthreads();  // S₀ and W read by all: Δ into S₀'s place, K into W's
   copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
   cp_async_commit();

@@ -108,14 +108,26 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
       }
     }
     const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
-    // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major). To
-    // shared memory times e^{G_C−G_t}, the state update's row weights, hi and lo. (`output` makes
-    // the same Δ again from the same S₀ snapshot rather than reading it: storing it from here cost
-    // this kernel a quarter of its time.)
+    // Δ = U − W S₀; warp w: rows 16(w%4).., columns 16(w/4)..; A = W rows, B = S₀ (k-major), the
+    // accumulators starting at −U (Δ is minus their sum). To shared memory times e^{G_C−G_t}, the
+    // state update's row weights, hi and lo. (`output` makes the same Δ again, the same way from
+    // the same S₀ snapshot, rather than reading it: storing it from here cost this kernel a
+    // quarter of its time.)
     {
       const int m0 = 16 * (warp % 4), n0 = 16 * (warp / 4);
       const uint32_t w_tile = smem_addr(&in.w[0][0]);
-      float acc[2][4] = {};
+      const int row = m0 + g;
+      float acc[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = n0 + 8 * nt + 2 * t;
+        const float2 u0 = *reinterpret_cast<const float2*>(&in.u[row][col]);
+        const float2 u1 = *reinterpret_cast<const float2*>(&in.u[row + 8][col]);
+        acc[nt][0] = -u0.x;
+        acc[nt][1] = -u0.y;
+        acc[nt][2] = -u1.x;
+        acc[nt][3] = -u1.y;
+      }
 #pragma unroll
       for (int k0 = 0; k0 < kD; k0 += 16) {
         uint32_t a[4], b[4];
@@ -123,15 +135,12 @@ __global__ void __launch_bounds__(kStateThreads, 2) state_kernel(const DeltaNetD
         load_b_kn(b, h_tile, kLd32, k0, n0, lane);
         mma_pair(acc[0], acc[1], a, b);
       }
-      const int row = m0 + g;
       const float w0 = expf(g_last - in.gcum[row]), w1 = expf(g_last - in.gcum[row + 8]);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int col = n0 + 8 * nt + 2 * t;
-        const float2 u0 = *reinterpret_cast<const float2*>(&in.u[row][col]);
-        const float2 u1 = *reinterpret_cast<const float2*>(&in.u[row + 8][col]);
-        const float2 lo = make_float2((u0.x - acc[nt][0]) * w0, (u0.y - acc[nt][1]) * w0);
-        const float2 hi = make_float2((u1.x - acc[nt][2]) * w1, (u1.y - acc[nt][3]) * w1);
+        const float2 lo = make_float2(-acc[nt][0] * w0, -acc[nt][1] * w0);
+        const float2 hi = make_float2(-acc[nt][2] * w1, -acc[nt][3] * w1);
         *reinterpret_cast<uint32_t*>(&sm.d[row][col]) = pack_bf16(lo.x, lo.y);
         *reinterpret_cast<uint32_t*>(&sm.d[row + 8][col]) = pack_bf16(hi.x, hi.y);
         *reinterpret_cast<uint32_t*>(&sm.dlo[row][col]) = pack_bf16_lo(lo.x, lo.y);
