@@ -14,8 +14,8 @@ namespace {
 constexpr int kPrepareThreads = 256;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
 struct PrepareSmem {
-  alignas(16) __nv_bfloat16 k[kC][kLd128];   // K, then X = diag(βγ) K
-  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V, hi
+  alignas(16) __nv_bfloat16 k[kC][kLd128];   // K, kept for every value head of the block
+  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V, hi; then X = diag(βγ) K
   alignas(16) __nv_bfloat16 vlo[kC][kLd128]; // Y, lo
   alignas(16) float l[kC][kLdTri];           // L, f32
   alignas(16) float ti[kC][kLdTri];          // T = (I + L)⁻¹, f32
