@@ -19,8 +19,9 @@ namespace {
 
 constexpr int kOutputThreads = 256;
 // Shared memory, 104 KiB (two blocks per multiprocessor): every operand whole, bf16; q, k, P and
-// Δ as hi and lo (deltanet_chunks.cuh). Q, S₀, W (in K's place) and K_lo are requested at the
-// start; K once W S₀ is made. Δ goes in S₀'s place then, P in K's and K_lo's once it is made, and
+// Δ as hi and lo (deltanet_chunks.cuh). Q, W (in K's place), K_lo and U (to registers) are
+// requested at the start, S₀ once `state` has stored it, K once W S₀ is made. Δ goes in S₀'s
+// place then, P in K's and K_lo's once it is made, and
 // z in Q's (z fetched before P Δ rather than read from memory at the end, where its loads stalled
 // the kernel for a third of its time). (Reading K sooner, into S₀'s first half once that is read,
 // was slower.)
