@@ -47,6 +47,14 @@ __device__ __forceinline__ __nv_bfloat16* d_lo(OutputSmem& sm) { return &sm.s0[0
 // P (hi and lo: [kC][kLd64] bf16 each) in K's and K_lo's places once it is made.
 static_assert(kLd64 <= kLd128, "P's tiles fit where K was");
 
+// P's 16×16 blocks on and below the diagonal, row-major: block `blk` is (r, j), j <= r.
+constexpr int kPBlocks = (kC / 16) * (kC / 16 + 1) / 2;  // 10
+__device__ __forceinline__ void p_block(int blk, int& r, int& j) {
+  r = 0;
+  while ((r + 1) * (r + 2) / 2 <= blk) ++r;
+  j = blk - r * (r + 1) / 2;
+}
+
 __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   OutputSmem& sm = *reinterpret_cast<OutputSmem*>(smem_raw);
@@ -145,17 +153,15 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   // costs the output rows, where the gated norm scales a small O up, several 1e-3). Kept in
   // registers until every warp is done with K, then to shared memory as hi and lo, rounded as the
   // A fragments of P Δ take them.
-  constexpr int kBlocks = (kC / 16) * (kC / 16 + 1) / 2;  // 10: (r, j) with j <= r, row-major
   constexpr int kWarps = kOutputThreads / 32;
-  constexpr int kBlocksPerWarp = (kBlocks + kWarps - 1) / kWarps;
+  constexpr int kBlocksPerWarp = (kPBlocks + kWarps - 1) / kWarps;
   float pacc[kBlocksPerWarp][2][4] = {};
 #pragma unroll
   for (int i = 0; i < kBlocksPerWarp; ++i) {
     const int blk = warp + i * kWarps;
-    if (blk >= kBlocks) break;
-    int r = 0;
-    while ((r + 1) * (r + 2) / 2 <= blk) ++r;
-    const int j = blk - r * (r + 1) / 2;
+    if (blk >= kPBlocks) break;
+    int r, j;
+    p_block(blk, r, j);
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t qa[4], qalo[4], b[4], blo[4];
@@ -185,10 +191,9 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
 #pragma unroll
   for (int i = 0; i < kBlocksPerWarp; ++i) {
     const int blk = warp + i * kWarps;
-    if (blk >= kBlocks) break;
-    int r = 0;
-    while ((r + 1) * (r + 2) / 2 <= blk) ++r;
-    const int j = blk - r * (r + 1) / 2;
+    if (blk >= kPBlocks) break;
+    int r, j;
+    p_block(blk, r, j);
     const int pr0 = 16 * r + g, pr1 = pr0 + 8;
     const float g0 = sm.gcum[pr0], g1 = sm.gcum[pr1];
 #pragma unroll

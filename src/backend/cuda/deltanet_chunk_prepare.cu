@@ -88,6 +88,28 @@ __device__ __forceinline__ float beta_of(const DeltaNetDecodeArgs& p, const Chun
   return row < ch.rows ? sigmoid(p.b[int64_t{ch.first_row + row} * p.ld_ba + hv]) : 0.0f;
 }
 
+// acc += T B for T's rows 16rb.. and B's columns 64cb.. (B stored [s][d], k-major), over the
+// 16-steps k < 16(rb+1) only: T is lower triangular. With kLo, B is b_tile + b_lo_tile, each
+// step's hi product before its lo one (U = T (Y_hi + Y_lo)).
+template <bool kLo>
+__device__ __forceinline__ void times_t(float (&acc)[8][4], uint32_t t_tile, uint32_t b_tile, uint32_t b_lo_tile, int rb, int cb,
+                                        int lane) {
+  for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
+    uint32_t a[4];
+    load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      uint32_t b[4];
+      load_b_kn(b, b_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+      mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+      if (kLo) {
+        load_b_kn(b, b_lo_tile, kLd128, k0, 64 * cb + 16 * h, lane);
+        mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
+      }
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
@@ -288,18 +310,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     const int64_t tile = (int64_t{c} * p.nv + hv) * kC * kD;
     {
       float acc[8][4] = {};
-      for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
-        uint32_t a[4];
-        load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          uint32_t b[4];
-          load_b_kn(b, v_tile, kLd128, k0, 64 * cb + 16 * h, lane);
-          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
-          load_b_kn(b, vlo_tile, kLd128, k0, 64 * cb + 16 * h, lane);
-          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
-        }
-      }
+      times_t<true>(acc, t_tile, v_tile, vlo_tile, rb, cb, lane);
       // U is only subtracted from: f32, whole sectors; read by `state` and `output`, streamed
       float* dst = work.u + tile;
 #pragma unroll
@@ -323,16 +334,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     __syncthreads();
     {
       float acc[8][4] = {};
-      for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
-        uint32_t a[4];
-        load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          uint32_t b[4];
-          load_b_kn(b, v_tile, kLd128, k0, 64 * cb + 16 * h, lane);
-          mma_pair(acc[2 * h], acc[2 * h + 1], a, b);
-        }
-      }
+      times_t<false>(acc, t_tile, v_tile, 0, rb, cb, lane);
       // W feeds a product in `state`: bf16, staged in L's place (dead since T) and written out in
       // 16-byte pieces, as K_lo's fragments.
       __nv_bfloat16* dst = staged_w(sm);
