@@ -8,27 +8,33 @@ namespace {
 
 // prepare: one block per (chunk, key head). Conv + SiLU of the chunk's q and k rows and their norms,
 // once for all the key head's value heads (a block per value head made k's conv three times over
-// at 27B shapes); then per value head the v rows, gates and their cumulative sum, L,
-// T = (I + L)⁻¹, U and W.
+// at 27B shapes); then per value head the gates and their cumulative sum, L, T = (I + L)⁻¹, the v
+// rows, U and W.
 
 constexpr int kPrepareThreads = 256;
+constexpr int kPrepareBlocksPerSm = 2;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
+// 63.5 KiB, so three blocks share a multiprocessor (the kernel is latency-bound: its phases wait on
+// memory or on barriers, and more blocks hide that). A value head makes L and T first, then Y in
+// their place: L and T are dead once T is rounded, and Y is only needed from U on.
 struct PrepareSmem {
-  alignas(16) __nv_bfloat16 k[kC][kLd128];   // K, kept for every value head of the block
-  alignas(16) __nv_bfloat16 v[kC][kLd128];   // Y = diag(β) V, hi; then X = diag(βγ) K
-  alignas(16) __nv_bfloat16 vlo[kC][kLd128]; // Y, lo
-  alignas(16) float l[kC][kLdTri];           // L, f32
-  alignas(16) float ti[kC][kLdTri];          // T = (I + L)⁻¹, f32
-  alignas(16) __nv_bfloat16 tb[kC][kLd64];   // T rounded for the products
+  alignas(16) __nv_bfloat16 k[kC][kLd128];  // K, kept for every value head of the block
+  union {
+    struct {
+      alignas(16) float l[kC][kLdTri];   // L, f32
+      alignas(16) float ti[kC][kLdTri];  // T = (I + L)⁻¹, f32
+    } tri;
+    struct {
+      alignas(16) __nv_bfloat16 v[kC][kLd128];    // Y = diag(β) V, hi; then X = diag(βγ) K
+      alignas(16) __nv_bfloat16 vlo[kC][kLd128];  // Y, lo; then W, staged for 16-byte stores
+    } y;
+    alignas(16) uint32_t frag[kC * kD / 2];  // at the start: K_lo's fragments, staged likewise
+  };
+  alignas(16) __nv_bfloat16 tb[kC][kLd64];  // T rounded for the products
   alignas(16) float partial[3 * 256];
   float beta[kC], gcum[kC];
 };
-// Tiles staged in L's place before it is made and after T is: the A fragments of K_loᵀ (uint32,
-// the workspace's order) and W (bf16, row stride kLd128), each written out in 16-byte pieces.
-static_assert(kC * kD / 2 * sizeof(uint32_t) <= sizeof(PrepareSmem::l), "K_lo's fragments fit in L's place");
-static_assert(kC * kLd128 * sizeof(__nv_bfloat16) <= sizeof(PrepareSmem::l), "W fits in L's place");
-__device__ __forceinline__ uint32_t* staged_frag(PrepareSmem& sm) { return reinterpret_cast<uint32_t*>(&sm.l[0][0]); }
-__device__ __forceinline__ __nv_bfloat16* staged_w(PrepareSmem& sm) { return reinterpret_cast<__nv_bfloat16*>(&sm.l[0][0]); }
+static_assert(sizeof(PrepareSmem) <= 75 * 1024, "three blocks per multiprocessor (228 KiB, 1 KiB each reserved)");
 
 // Conv + SiLU of 4 channels (chn0..chn0+3) over the kConvRows rows of warp `warp`; y[i] is chunk
 // row kConvRows·w + i, zero past the chunk's end. A pre-conv row before the span comes from
@@ -110,7 +116,7 @@ __device__ __forceinline__ void times_t(float (&acc)[8][4], uint32_t t_tile, uin
   }
 }
 
-__global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
+__global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_kernel(const DeltaNetDecodeArgs p, const Work work) {
   extern __shared__ float4 smem_raw[];
   PrepareSmem& sm = *reinterpret_cast<PrepareSmem*>(smem_raw);
   const int c = blockIdx.x, hk = blockIdx.y;
@@ -120,12 +126,12 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t key_dim = int64_t{p.nk} * kD, conv_dim = 2 * key_dim + int64_t{p.nv} * kD;
   if (tid < ratio) work.ready[int64_t{c} * p.nv + hk * ratio + tid] = 0;  // `state` runs after this kernel
-  const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.v[0][0]), vlo_tile = smem_addr(&sm.vlo[0][0]),
+  const uint32_t k_tile = smem_addr(&sm.k[0][0]), v_tile = smem_addr(&sm.y.v[0][0]), vlo_tile = smem_addr(&sm.y.vlo[0][0]),
                  t_tile = smem_addr(&sm.tb[0][0]);
 
   // q and k of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
   // workspace as hi and lo, k there too, its hi to shared memory (kept for every value head) and
-  // its lo also in `state`'s fragment order (staged in L's place).
+  // its lo also in `state`'s fragment order (staged where L and T go later).
   const int r0 = kConvRows * warp;
   {
     float4 y[kConvRows + K - 1];
@@ -150,7 +156,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     // K_lo once more in the order `state` takes its A fragments of K_loᵀ: register (m8 + 2·r8)
     // of lane 4g + t for rows 16ks + 2t (+1) (+8 r8) and column 16w + g (+8 m8), rows paired.
     static_assert(kConvRows % 2 == 0, "a warp's rows pair up");
-    uint32_t* frag = staged_frag(sm);
+    uint32_t* frag = sm.frag;
 #pragma unroll
     for (int i = 0; i < kConvRows; i += 2) {
       const int row = r0 + i, ks = row / 16, within = row % 16;
@@ -165,31 +171,16 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
   }
   __syncthreads();
   // K_lo's fragments to the workspace, 16 bytes per copy (4-byte stores from the conv's registers
-  // wrote every sector in eight pieces: 45 us of the kernel at 27B shapes, 8k rows). L's tile, which
-  // held them, is next written after two more barriers.
+  // wrote every sector in eight pieces: 45 us of the kernel at 27B shapes, 8k rows). L, in their
+  // place, is next written after two more barriers.
   {
     uint4* dst = reinterpret_cast<uint4*>(work.klo_frag + (int64_t{c} * p.nk + hk) * (kC * kD / 2));
-    const uint4* src = reinterpret_cast<const uint4*>(staged_frag(sm));
+    const uint4* src = reinterpret_cast<const uint4*>(sm.frag);
     for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) dst[e] = src[e];
   }
 
 #pragma unroll 1
   for (int hv = hk * ratio; hv < (hk + 1) * ratio; ++hv) {
-    // v of the same rows and channels, times β, to shared memory as hi and lo (Y = diag(β) V is all
-    // the products need of V). Its last readers, the previous value head's products, are past the
-    // barrier that ended it.
-    {
-      float4 y[kConvRows + K - 1];
-      const float beta_lane = beta_of(p, ch, r0 + lane % kConvRows, hv);  // lane i < kConvRows: row r0 + i
-      conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
-#pragma unroll
-      for (int i = 0; i < kConvRows; ++i) {
-        const float b = __shfl_sync(0xffffffffu, beta_lane, i);
-        const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
-        *reinterpret_cast<uint2*>(&sm.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
-        *reinterpret_cast<uint2*>(&sm.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
-      }
-    }
     // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
     if (tid < kC) {
       float gl = 0.0f;
@@ -239,7 +230,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int row = 16 * rb + g + (i >= 2 ? 8 : 0), col = 32 * cb + 8 * n + 2 * t + (i & 1);
-          sm.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
+          sm.tri.l[row][col] = row > col ? sm.beta[row] * acc[n][i] * expf(sm.gcum[row] - sm.gcum[col]) : 0.0f;
         }
     }
     __syncthreads();
@@ -252,14 +243,14 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
       for (int r = 0; r < 16; ++r) {
         float s = r == col ? 1.0f : 0.0f;
 #pragma unroll
-        for (int j = 0; j < r; ++j) s -= sm.l[o + r][o + j] * x[j];
+        for (int j = 0; j < r; ++j) s -= sm.tri.l[o + r][o + j] * x[j];
         x[r] = r < col ? 0.0f : s;
-        sm.ti[o + r][o + col] = x[r];
+        sm.tri.ti[o + r][o + col] = x[r];
       }
     } else {
       for (int e = tid - 64; e < kC * kC; e += kPrepareThreads - 64) {
         const int r = e / kC, col = e % kC;
-        if (r / 16 < col / 16) sm.ti[r][col] = 0.0f;
+        if (r / 16 < col / 16) sm.tri.ti[r][col] = 0.0f;
       }
     }
     __syncthreads();
@@ -276,7 +267,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         for (int bj = 0; bj < bi; ++bj) {
           float s = 0.0f;
 #pragma unroll
-          for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.l[16 * bi + r][kk] * sm.ti[kk][16 * bj + col];
+          for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.tri.l[16 * bi + r][kk] * sm.tri.ti[kk][16 * bj + col];
           partial[bj * 256 + e] = s;
         }
       }
@@ -288,8 +279,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         for (int bj = 0; bj < bi; ++bj) {
           float s = 0.0f;
 #pragma unroll
-          for (int m = 0; m < 16; ++m) s += sm.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
-          sm.ti[16 * bi + r][16 * bj + col] = -s;
+          for (int m = 0; m < 16; ++m) s += sm.tri.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
+          sm.tri.ti[16 * bi + r][16 * bj + col] = -s;
         }
       }
       __syncthreads();
@@ -299,7 +290,21 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     // head) and W = T X.
     for (int e = tid; e < kC * kC / 4; e += kPrepareThreads) {
       const int r = e / (kC / 4), c4 = e % (kC / 4);
-      *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.ti[r][4 * c4]));
+      *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.tri.ti[r][4 * c4]));
+    }
+    __syncthreads();
+    // v of the same rows and channels, times β, to shared memory as hi and lo in L and T's place
+    // (Y = diag(β) V is all the products need of V; L and T were last read before the barrier).
+    {
+      float4 y[kConvRows + K - 1];
+      conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
+#pragma unroll
+      for (int i = 0; i < kConvRows; ++i) {
+        const float b = sm.beta[r0 + i];
+        const float4 yv = make_float4(b * y[i].x, b * y[i].y, b * y[i].z, b * y[i].w);
+        *reinterpret_cast<uint2*>(&sm.y.v[r0 + i][4 * lane]) = pack_bf16x4(yv);
+        *reinterpret_cast<uint2*>(&sm.y.vlo[r0 + i][4 * lane]) = pack_bf16x4_lo(yv);
+      }
     }
     __syncthreads();
     // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
@@ -329,15 +334,15 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
         return pack_bf16(f.x * bk, f.y * bk);
       };
       const uint4 x = *reinterpret_cast<const uint4*>(&sm.k[r][8 * c8]);
-      *reinterpret_cast<uint4*>(&sm.v[r][8 * c8]) = make_uint4(scaled(x.x), scaled(x.y), scaled(x.z), scaled(x.w));
+      *reinterpret_cast<uint4*>(&sm.y.v[r][8 * c8]) = make_uint4(scaled(x.x), scaled(x.y), scaled(x.z), scaled(x.w));
     }
     __syncthreads();
     {
       float acc[8][4] = {};
       times_t<false>(acc, t_tile, v_tile, 0, rb, cb, lane);
-      // W feeds a product in `state`: bf16, staged in L's place (dead since T) and written out in
+      // W feeds a product in `state`: bf16, staged in Y_lo's place (dead since U) and written out in
       // 16-byte pieces, as K_lo's fragments.
-      __nv_bfloat16* dst = staged_w(sm);
+      __nv_bfloat16* dst = &sm.y.vlo[0][0];
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int col = 64 * cb + 8 * n + 2 * t;
@@ -348,7 +353,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2) prepare_kernel(const Delta
     __syncthreads();  // W staged whole; X read by all
     {
       __nv_bfloat16* dst = work.w + tile;
-      const __nv_bfloat16* src = staged_w(sm);
+      const __nv_bfloat16* src = &sm.y.vlo[0][0];
       for (int e = tid; e < kC * kD / 8; e += kPrepareThreads) {
         const int r = e / (kD / 8), c8 = e % (kD / 8);
         *reinterpret_cast<uint4*>(dst + r * kD + 8 * c8) = *reinterpret_cast<const uint4*>(src + r * kLd128 + 8 * c8);
