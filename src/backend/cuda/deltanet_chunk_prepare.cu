@@ -14,6 +14,7 @@ namespace {
 constexpr int kPrepareThreads = 256;
 constexpr int kPrepareBlocksPerSm = 2;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
+constexpr int kLdPartial = 16 + 4;  // floats: B fragments read from it without bank conflicts
 // 63.5 KiB, so three blocks share a multiprocessor (the kernel is latency-bound: its phases wait on
 // memory or on barriers, and more blocks hide that). A value head makes L and T first, then Y in
 // their place: L and T are dead once T is rounded, and Y is only needed from U on.
@@ -31,7 +32,7 @@ struct PrepareSmem {
     alignas(16) uint32_t frag[kC * kD / 2];  // at the start: K_lo's fragments, staged likewise
   };
   alignas(16) __nv_bfloat16 tb[kC][kLd64];  // T rounded for the products
-  alignas(16) float partial[3 * 256];
+  alignas(16) float partial[3][16][kLdPartial];  // T's block rows: Σ L_ik T_kj of blocks j < i
   float beta[kC], gcum[kC];
 };
 static_assert(sizeof(PrepareSmem) <= 75 * 1024, "three blocks per multiprocessor (228 KiB, 1 KiB each reserved)");
@@ -88,10 +89,52 @@ __device__ __forceinline__ void l2_normalize_rows(float4 (&y)[kConvRows + K - 1]
 __device__ __forceinline__ uint2 pack_bf16x4(float4 x) { return make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w)); }
 __device__ __forceinline__ uint2 pack_bf16x4_lo(float4 x) { return make_uint2(pack_bf16_lo(x.x, x.y), pack_bf16_lo(x.z, x.w)); }
 
-// β = sigmoid(b) of chunk row `row` of value head hv; 0 past the chunk's end, so those rows change
-// nothing. The same expression wherever β is formed, so every copy has the same bits.
-__device__ __forceinline__ float beta_of(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int row, int hv) {
-  return row < ch.rows ? sigmoid(p.b[int64_t{ch.first_row + row} * p.ld_ba + hv]) : 0.0f;
+// What the gates of chunk row `row` of value head hv are made from, requested a value head ahead
+// (their loads otherwise held every warp at the barrier after the gates). Rows past the chunk's end
+// get β = 0 and g = 0, so they change nothing.
+struct GateInputs {
+  float a, b, dt_bias, neg_exp_a;
+  bool in_chunk;
+};
+__device__ __forceinline__ GateInputs load_gate_inputs(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int row, int hv) {
+  GateInputs in = {0.0f, 0.0f, p.dt_bias[hv], p.neg_exp_a[hv], row < ch.rows};
+  if (in.in_chunk) {
+    in.a = p.a[int64_t{ch.first_row + row} * p.ld_ba + hv];
+    in.b = p.b[int64_t{ch.first_row + row} * p.ld_ba + hv];
+  }
+  return in;
+}
+__device__ __forceinline__ float beta_of(const GateInputs& in) { return in.in_chunk ? sigmoid(in.b) : 0.0f; }
+__device__ __forceinline__ float log_decay_of(const GateInputs& in) {
+  return in.in_chunk ? in.neg_exp_a * softplus(in.a + in.dt_bias) : 0.0f;
+}
+
+// One 16×16×16 step of a product of f32 tiles in shared memory on the tensor cores, each operand
+// split hi + lo (hi·hi + lo·hi + hi·lo: ~16 bits, far below the bf16 rounding T gets before its
+// products). acc[n] += A B for the n-tiles n0 + 8n; A(m, k) = a[m0 + m][k0 + k] (row stride lda),
+// B(k, n) = b[k0 + k][n0 + n] (row stride ldb).
+__device__ __forceinline__ void mma_f32_split(float (&acc)[2][4], const float* a, int lda, const float* b, int ldb, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  float2 af[4];  // A's fragment: rows g, g+8 at columns 2t.., then 2t+8..
+#pragma unroll
+  for (int i = 0; i < 4; ++i) af[i] = *reinterpret_cast<const float2*>(a + (g + 8 * (i % 2)) * lda + 2 * t + 8 * (i / 2));
+  uint32_t ahi[4], alo[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    ahi[i] = pack_bf16(af[i].x, af[i].y);
+    alo[i] = pack_bf16_lo(af[i].x, af[i].y);
+  }
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    float bf[4];  // B's fragment: rows 2t, 2t+1, 2t+8, 2t+9 of column 8n + g
+#pragma unroll
+    for (int i = 0; i < 4; ++i) bf[i] = b[(2 * t + (i % 2) + 8 * (i / 2)) * ldb + 8 * n + g];
+    const uint32_t bhi0 = pack_bf16(bf[0], bf[1]), bhi1 = pack_bf16(bf[2], bf[3]);
+    const uint32_t blo0 = pack_bf16_lo(bf[0], bf[1]), blo1 = pack_bf16_lo(bf[2], bf[3]);
+    mma_bf16_16816(acc[n], ahi[0], ahi[1], ahi[2], ahi[3], bhi0, bhi1);
+    mma_bf16_16816(acc[n], alo[0], alo[1], alo[2], alo[3], bhi0, bhi1);
+    mma_bf16_16816(acc[n], ahi[0], ahi[1], ahi[2], ahi[3], blo0, blo1);
+  }
 }
 
 // acc += T B for T's rows 16rb.. and B's columns 64cb.. (B stored [s][d], k-major), over the
@@ -132,6 +175,8 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
   // q and k of rows kConvRows·warp.., channels 4·lane..: q normalised (and scaled) straight to the
   // workspace as hi and lo, k there too, its hi to shared memory (kept for every value head) and
   // its lo also in `state`'s fragment order (staged where L and T go later).
+  GateInputs next_gates = {};
+  if (tid < kC) next_gates = load_gate_inputs(p, ch, tid, hk * ratio);
   const int r0 = kConvRows * warp;
   {
     float4 y[kConvRows + K - 1];
@@ -181,12 +226,12 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
 
 #pragma unroll 1
   for (int hv = hk * ratio; hv < (hk + 1) * ratio; ++hv) {
-    // Gates; rows past the chunk's end get β = 0 and g = 0, so they change nothing.
+    // Gates (those of the next value head requested first).
     if (tid < kC) {
-      float gl = 0.0f;
-      if (tid < ch.rows) gl = p.neg_exp_a[hv] * softplus(p.a[int64_t{ch.first_row + tid} * p.ld_ba + hv] + p.dt_bias[hv]);
-      sm.beta[tid] = beta_of(p, ch, tid, hv);
-      sm.gcum[tid] = gl;
+      const GateInputs gates = next_gates;
+      if (hv + 1 < (hk + 1) * ratio) next_gates = load_gate_inputs(p, ch, tid, hv + 1);
+      sm.beta[tid] = beta_of(gates);
+      sm.gcum[tid] = log_decay_of(gates);
     }
     __syncthreads();
 
@@ -254,33 +299,29 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
       }
     }
     __syncthreads();
-    // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj. A thread
-    // takes elements (r, col) of the 16×16 blocks; every loop bound is a constant, so the shared
-    // loads of a sum are all in flight together.
-    float* partial = sm.partial;
+    // Below the diagonal, block row by block row: T_ij = −T_ii Σ_{k=j}^{i−1} L_ik T_kj, each 16×16
+    // product on the tensor cores (mma_f32_split; as f32 FMAs, the shared loads of these products
+    // took a fifth of the kernel's time). Warp j < i makes block j of row i: the sum to `partial`,
+    // then −T_ii times it.
 #pragma unroll
     for (int bi = 1; bi < 4; ++bi) {
+      if (warp < bi) {
+        const int bj = warp;
+        float acc[2][4] = {};
+        for (int kb = bj; kb < bi; ++kb)
+          mma_f32_split(acc, &sm.tri.l[16 * bi][16 * kb], kLdTri, &sm.tri.ti[16 * kb][16 * bj], kLdTri, lane);
 #pragma unroll
-      for (int e = tid; e < 256; e += kPrepareThreads) {
-        const int r = e / 16, col = e % 16;
-#pragma unroll
-        for (int bj = 0; bj < bi; ++bj) {
-          float s = 0.0f;
-#pragma unroll
-          for (int kk = 16 * bj; kk < 16 * bi; ++kk) s += sm.tri.l[16 * bi + r][kk] * sm.tri.ti[kk][16 * bj + col];
-          partial[bj * 256 + e] = s;
+        for (int n = 0; n < 2; ++n) {
+          *reinterpret_cast<float2*>(&sm.partial[bj][g][8 * n + 2 * t]) = make_float2(acc[n][0], acc[n][1]);
+          *reinterpret_cast<float2*>(&sm.partial[bj][g + 8][8 * n + 2 * t]) = make_float2(acc[n][2], acc[n][3]);
         }
-      }
-      __syncthreads();
+        __syncwarp();
+        float tij[2][4] = {};
+        mma_f32_split(tij, &sm.tri.ti[16 * bi][16 * bi], kLdTri, &sm.partial[bj][0][0], kLdPartial, lane);
 #pragma unroll
-      for (int e = tid; e < 256; e += kPrepareThreads) {
-        const int r = e / 16, col = e % 16;
-#pragma unroll
-        for (int bj = 0; bj < bi; ++bj) {
-          float s = 0.0f;
-#pragma unroll
-          for (int m = 0; m < 16; ++m) s += sm.tri.ti[16 * bi + r][16 * bi + m] * partial[bj * 256 + m * 16 + col];
-          sm.tri.ti[16 * bi + r][16 * bj + col] = -s;
+        for (int n = 0; n < 2; ++n) {
+          *reinterpret_cast<float2*>(&sm.tri.ti[16 * bi + g][16 * bj + 8 * n + 2 * t]) = make_float2(-tij[n][0], -tij[n][1]);
+          *reinterpret_cast<float2*>(&sm.tri.ti[16 * bi + g + 8][16 * bj + 8 * n + 2 * t]) = make_float2(-tij[n][2], -tij[n][3]);
         }
       }
       __syncthreads();
