@@ -15,9 +15,9 @@ constexpr int kPrepareThreads = 256;
 constexpr int kPrepareBlocksPerSm = 2;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
 constexpr int kLdPartial = 16 + 4;  // floats: B fragments read from it without bank conflicts
-// 63.5 KiB, so three blocks share a multiprocessor (the kernel is latency-bound: its phases wait on
-// memory or on barriers, and more blocks hide that). A value head makes L and T first, then Y in
-// their place: L and T are dead once T is rounded, and Y is only needed from U on.
+// A value head makes L and T first, then Y in their place: L and T are dead once T is rounded, and Y
+// is only needed from U on. The room this leaves at two blocks per multiprocessor holds the next
+// value head's pre-conv v rows, copied in while the current head is worked on.
 struct PrepareSmem {
   alignas(16) __nv_bfloat16 k[kC][kLd128];  // K, kept for every value head of the block
   union {
@@ -31,33 +31,75 @@ struct PrepareSmem {
     } y;
     alignas(16) uint32_t frag[kC * kD / 2];  // at the start: K_lo's fragments, staged likewise
   };
+  alignas(16) float v_rows[kC + K - 1][kD];  // a value head's pre-conv v rows, copied in ahead
   alignas(16) __nv_bfloat16 tb[kC][kLd64];  // T rounded for the products
   alignas(16) float partial[3][16][kLdPartial];  // T's block rows: Σ L_ik T_kj of blocks j < i
   float beta[kC], gcum[kC];
 };
-static_assert(sizeof(PrepareSmem) <= 75 * 1024, "three blocks per multiprocessor (228 KiB, 1 KiB each reserved)");
+static_assert(sizeof(PrepareSmem) <= 113 * 1024, "two blocks per multiprocessor (228 KiB, 1 KiB each reserved)");
 
-// Conv + SiLU of 4 channels (chn0..chn0+3) over the kConvRows rows of warp `warp`; y[i] is chunk
-// row kConvRows·w + i, zero past the chunk's end. A pre-conv row before the span comes from
-// the ring (zero before position 0); the ring is only read here (ring_kernel writes it afterwards).
-// All pre-conv rows are loaded before any is used, so the loads are in flight together.
-__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
-                                          int64_t chn0, int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
+// The pre-conv rows of 4 channels (chn0..chn0+3) that warp `warp` convolves: x[i] is position
+// (row kConvRows·w + i) − (K − 1), zero past the chunk's end. A pre-conv row before the span comes
+// from the ring (zero before position 0); the ring is only read here and by request_v_rows
+// (ring_kernel writes it afterwards). All are requested before any is used, so the loads are in
+// flight together.
+__device__ __forceinline__ void conv_load(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
+                                          int64_t chn0, int64_t conv_dim, float4 (&x)[kConvRows + K - 1]) {
   const int r0 = kConvRows * warp;
   const int pos0 = sp.start_position + (ch.first_row - sp.first_row) + r0;  // position of row r0
   const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
 #pragma unroll
   for (int i = 0; i < kConvRows + K - 1; ++i) {
     const int pos = pos0 - (K - 1) + i;
-    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r0 - (K - 1) + i < ch.rows) {
       if (pos >= sp.start_position)
-        x = __ldg(reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0));
+        v = __ldg(reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0));
       else if (pos >= 0)
-        x = *reinterpret_cast<const float4*>(ring + (pos % K) * conv_dim + chn0);
+        v = *reinterpret_cast<const float4*>(ring + (pos % K) * conv_dim + chn0);
     }
-    y[i] = x;
+    x[i] = v;
   }
+}
+
+// The same rows for all 128 channels of value head hv, as asynchronous copies into `rows` (row j is
+// position j − (K − 1) of the chunk; zeros where conv_load reads zeros), one commit group.
+__device__ __forceinline__ void request_v_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int hv,
+                                               int64_t key_dim, int64_t conv_dim, float (&rows)[kC + K - 1][kD]) {
+  const int pos0 = sp.start_position + (ch.first_row - sp.first_row);  // position of chunk row 0
+  const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
+  const int64_t chn0 = 2 * key_dim + int64_t{hv} * kD;
+  constexpr int kPieces = kD / 4;  // 16-byte pieces per row
+  for (int e = threadIdx.x; e < (kC + K - 1) * kPieces; e += blockDim.x) {
+    const int j = e / kPieces, c4 = 4 * (e % kPieces);
+    const int r = j - (K - 1), pos = pos0 + r;
+    const float* src = p.qkv;
+    bool fill = false;
+    if (r < ch.rows) {
+      if (pos >= sp.start_position) {
+        src = p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0 + c4;
+        fill = true;
+      } else if (pos >= 0) {
+        src = ring + (pos % K) * conv_dim + chn0 + c4;
+        fill = true;
+      }
+    }
+    cp_async16(smem_addr(&rows[j][c4]), src, fill);
+  }
+  cp_async_commit();
+}
+
+// conv_load's rows for the warp, from request_v_rows's copy.
+__device__ __forceinline__ void conv_load_copied(const float (&rows)[kC + K - 1][kD], int warp, int lane, float4 (&x)[kConvRows + K - 1]) {
+#pragma unroll
+  for (int i = 0; i < kConvRows + K - 1; ++i) x[i] = *reinterpret_cast<const float4*>(&rows[kConvRows * warp + i][4 * lane]);
+}
+
+// Conv + SiLU in place over the rows conv_load gives: y[i] becomes chunk row kConvRows·w + i (zero
+// past the chunk's end) for i < kConvRows.
+__device__ __forceinline__ void conv_apply(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int warp, int64_t chn0,
+                                           float4 (&y)[kConvRows + K - 1]) {
+  const int r0 = kConvRows * warp;
   float4 w[4];  // w[c] = the K taps of channel chn0 + c, oldest first
 #pragma unroll
   for (int c = 0; c < 4; ++c) w[c] = __ldg(reinterpret_cast<const float4*>(p.conv_w) + chn0 + c);
@@ -72,6 +114,13 @@ __device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const Spa
     o.w = silu_fast(((0.0f + w[3].x * a.w) + w[3].y * b.w) + w[3].z * c.w + w[3].w * d.w);
     y[i] = r0 + i < ch.rows ? o : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
+}
+
+// Both: conv + SiLU of 4 channels over the warp's kConvRows rows.
+__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
+                                          int64_t chn0, int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
+  conv_load(p, sp, ch, warp, chn0, conv_dim, y);
+  conv_apply(p, ch, warp, chn0, y);
 }
 
 // Scales kConvRows rows of 4 channels per lane to unit L2 norm over the warp's 128 channels, times
@@ -177,6 +226,7 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
   // its lo also in `state`'s fragment order (staged where L and T go later).
   GateInputs next_gates = {};
   if (tid < kC) next_gates = load_gate_inputs(p, ch, tid, hk * ratio);
+  request_v_rows(p, sp, ch, hk * ratio, key_dim, conv_dim, sm.v_rows);  // the first value head's
   const int r0 = kConvRows * warp;
   {
     float4 y[kConvRows + K - 1];
@@ -333,12 +383,16 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
       const int r = e / (kC / 4), c4 = e % (kC / 4);
       *reinterpret_cast<uint2*>(&sm.tb[r][4 * c4]) = pack_bf16x4(*reinterpret_cast<const float4*>(&sm.tri.ti[r][4 * c4]));
     }
+    cp_async_wait<0>();  // this head's v rows (this thread's copies; the barrier makes them everyone's)
     __syncthreads();
     // v of the same rows and channels, times β, to shared memory as hi and lo in L and T's place
-    // (Y = diag(β) V is all the products need of V; L and T were last read before the barrier).
+    // (Y = diag(β) V is all the products need of V; L and T were last read before the barrier). Its
+    // pre-conv rows were copied in while the previous head (or q and k) was worked on; the next
+    // head's are requested once every warp has read these.
     {
       float4 y[kConvRows + K - 1];
-      conv_rows(p, sp, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, conv_dim, y);
+      conv_load_copied(sm.v_rows, warp, lane, y);
+      conv_apply(p, ch, warp, 2 * key_dim + int64_t{hv} * kD + 4 * lane, y);
 #pragma unroll
       for (int i = 0; i < kConvRows; ++i) {
         const float b = sm.beta[r0 + i];
@@ -348,6 +402,7 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
       }
     }
     __syncthreads();
+    if (hv + 1 < (hk + 1) * ratio) request_v_rows(p, sp, ch, hv + 1, key_dim, conv_dim, sm.v_rows);
     // Warp w: rows 16(w%4).., columns 64(w/4)..; A = T, B = X or Y stored [s][d] (k-major). T is
     // lower triangular: rows 16rb.. need the 16-steps k < 16(rb+1) only. U = T (Y_hi + Y_lo): the
     // rounding of Y would otherwise reach the state undamped.

@@ -198,6 +198,7 @@ inline EmuIdx emu_thread_idx() {
 #define gridDim (emu::g_block->grid_dim)
 
 inline void __syncthreads() { emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::syncwarp(); }
 
 template <typename T>
 T warp_pick(T v, int src_lane_fn(int, int), int arg);
