@@ -324,14 +324,17 @@ void launch(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const Segment
 constexpr int64_t kTargetBlocks = kSkinnyGemmCounters;
 constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
 constexpr int64_t kUnsplitTiles = 256;
+constexpr int64_t kUnsplitBytes = int64_t{48} << 20;  // ... and at least this much weight
 
 // K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so
 // an output row's rounding does not depend on the batch.
 int64_t split_count(int64_t tiles, int64_t k) {
-  // From two tiles per multiprocessor on, the overlapped kernel streams a launch alone faster than
-  // split in two with the partial-sum pass (H200, 27B out_proj and down, 320 tiles: decode +0.6-0.9%,
-  // 9B out_proj and down, 256 tiles: +1%; bench/results/2026-12-03-1500-h200.md).
-  if (tiles >= kUnsplitTiles) return 1;
+  // From two tiles per multiprocessor and 48 MiB on, the overlapped kernel streams a launch alone
+  // faster than split in two with the partial-sum pass (H200, 27B out_proj and down, 320 tiles:
+  // decode +0.6-0.9%, bench/results/2026-12-03-1500-h200.md). A smaller one (9B out_proj and
+  // o_proj: 256 tiles, 32 MiB, 16 steps per warp) drains between too few groups: split in two,
+  // 9B decode +0.7% (bench/results/2026-12-04-1300-h200.md).
+  if (tiles >= kUnsplitTiles && tiles * kTileRows * k * int64_t{sizeof(__nv_bfloat16)} >= kUnsplitBytes) return 1;
   const int64_t chunks = (k + kChunk - 1) / kChunk;
   int64_t splits = 1;
   while (tiles * splits < kTargetBlocks && chunks / (splits * 2) >= kMinChunksPerSplit) splits *= 2;
