@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   const int64_t head_tile = (c * p.nv + hv) * kC * kD;
   const int64_t qk_tile = (c * p.nk + hk) * kC * kD;
   // What `prepare` made (done before `state` started) is requested first; S₀ once `state` has
-  // stored it for this chunk, all kD / kSlice slices (this kernel runs chained beside `state`).
+  // stored it for this chunk, all its column slices (this kernel runs chained beside `state`).
   copy_tile_async<kC, kD>(&sm.q[0][0], kLd128, work.qn + qk_tile, kD);
   copy_tile_async<kC, kD>(&sm.qlo[0][0], kLd128, work.qlo + qk_tile, kD);
   if (tid < kC / 4) cp_async16(&sm.gcum[4 * tid], work.gcum + (c * p.nv + hv) * kC + 4 * tid);
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
       d[nt][3] = -u1.y;
     }
   }
-  if (tid == 0) wait_ready(work.ready + c * p.nv + hv, kD / kSlice);
+  if (tid == 0) wait_ready(work.ready + c * p.nv + hv, work.slices);
   __syncthreads();
   copy_tile_async<kD, kD>(&sm.s0[0][0], kLd128, work.h + (c * p.nv + hv) * kD * kD, kD);
   cp_async_commit();

@@ -17,18 +17,23 @@ constexpr int kD = kDeltaNetDecodeHeadDim;     // dk = dv
 constexpr int K = kDeltaNetDecodeConvKernel;   // conv taps
 static_assert(K == 4, "the conv below keeps the K−1 previous rows in three registers");
 
-constexpr int kSlice = 32;                     // state columns per block of the state kernel
 
 // Row strides (elements) of the shared-memory bf16 tiles the products read with ldmatrix: each of
 // its 8×8 matrices is 16 bytes from each of 8 consecutive rows, and a row stride of 16 bytes more
 // than a multiple of 128 puts those in 8 different bank groups. Every row starts 16-byte aligned.
 constexpr int kLd128 = kD + 8;       // [·][128] tiles: 272 bytes
 constexpr int kLd64 = kC + 8;        // [·][64] tiles: 144 bytes
-constexpr int kLd32 = kSlice + 8;    // [·][32] state and Δ slices: 80 bytes
 // Row strides (floats) of the f32 tiles read element by element: the triangular matrices of
-// `prepare` and the U slice of `state`.
+// `prepare`.
 constexpr int kLdTri = kC + 4;
-constexpr int kLdU = kSlice + 8;
+
+// State columns per block of the `state` kernel: 64 where that still makes at least 64 blocks
+// (nv >= 32: 27B 96 blocks, 9B 64), else 32 (0.8B: 64 blocks). Blocks of 32 columns ran 27B's 192
+// blocks two to a multiprocessor on 60 of them, at 3 us a chunk against 2 us alone, and loaded W
+// and K twice per 64 columns (H200, 27B 8k: state 389 -> 335 us); with only 16 value heads, 32
+// blocks of 64 columns carry the sequential pass on too few multiprocessors (0.8B 8k window 0.56
+// -> 0.60 ms). The same products in the same order either way: the same bits.
+constexpr int state_slice_columns(int nv) { return nv >= 32 ? 64 : 32; }
 
 struct SpanMeta {
   int32_t first_row, rows, start_position, slot, first_chunk, chunks, pad0, pad1;
@@ -54,7 +59,8 @@ struct Work {
   float* gcum;           // [C][nv][64] cumulative log decay G_t
   __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
   int32_t* ready;        // [C][nv] state slices done with the chunk (snapshot stored; for a span's last
-                         // chunk, also the final state): `output` starts on a chunk at kD / kSlice
+                         // chunk, also the final state): `output` starts on a chunk at `slices`
+  int32_t slices;        // kD / state_slice_columns(nv)
 };
 
 #ifdef __CUDACC__

@@ -124,6 +124,7 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   w.gcum = reinterpret_cast<float*>(base + L.gcum);
   w.h = reinterpret_cast<__nv_bfloat16*>(base + L.h);
   w.ready = reinterpret_cast<int32_t*>(base + L.ready);
+  w.slices = kD / state_slice_columns(a.nv);
   const int C = L.n_chunks, S = static_cast<int>(window.spans.size());
 
   launch_prepare(a, w, C, stream);
