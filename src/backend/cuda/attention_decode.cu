@@ -256,6 +256,8 @@ __global__ void __launch_bounds__(kDh) attention_decode_combine_kernel(DecodePar
 
 }  // namespace
 
+std::size_t attention_decode_shared_bytes() { return kSmemBytes; }
+
 std::size_t attention_decode_workspace_bytes(int64_t batch, int num_q_heads, int64_t max_seq_len) {
   const int64_t splits = decode_max_splits(max_seq_len);
   return static_cast<std::size_t>(batch * num_q_heads * splits * (kDh + 1)) * sizeof(float);

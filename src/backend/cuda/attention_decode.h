@@ -37,6 +37,8 @@ constexpr int64_t decode_max_splits(int64_t max_len) {
 // Bytes of scratch attention_decode needs for `batch` rows of `num_q_heads` heads whose lengths are
 // at most max_seq_len: each split's normalised partial output and log-sum-exp, in f32.
 std::size_t attention_decode_workspace_bytes(int64_t batch, int num_q_heads, int64_t max_seq_len);
+// Shared memory per block of the split kernel.
+std::size_t attention_decode_shared_bytes();
 
 // Row b (0 <= b < batch) is the query of sequence b (block table row b) at positions[b]; it attends
 // to cached positions [0, positions[b]], so positions[b] + 1 <= max_seq_len is required (device

@@ -91,6 +91,10 @@ bool attention_prefill_supports(PrefillKernel kernel) {
   return kernel == PrefillKernel::Best || kernel == PrefillKernel::Mma || attention_prefill_wgmma_available();
 }
 
+std::size_t attention_prefill_shared_bytes() {
+  return attention_prefill_wgmma_available() ? attention_prefill_wgmma_shared_bytes() : static_cast<std::size_t>(kSmemBytes);
+}
+
 const char* prefill_kernel_name(PrefillKernel kernel) {
   switch (kernel) {
     case PrefillKernel::Best: return "best";

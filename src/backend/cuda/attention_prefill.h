@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/paged_kv.h"
@@ -33,6 +34,8 @@ struct PrefillWindows {
 // GPU runs. Every choice gives the same sums within bf16 rounding of P.
 enum class PrefillKernel { Best, Mma, Wgmma };
 bool attention_prefill_supports(PrefillKernel kernel);
+// Shared memory per block that the Best kernel asks for on the current GPU.
+std::size_t attention_prefill_shared_bytes();
 const char* prefill_kernel_name(PrefillKernel kernel);
 void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads,
                        const PagedKv& kv, __nv_bfloat16* out, cudaStream_t stream, PrefillKernel kernel = PrefillKernel::Best);

@@ -183,4 +183,5 @@ namespace qwenrt::cuda {
 // it, and its launch.
 bool attention_prefill_wgmma_available();
 void launch_attention_prefill_wgmma(const prefill::Params& p, int64_t blocks, cudaStream_t stream);
+std::size_t attention_prefill_wgmma_shared_bytes();
 }  // namespace qwenrt::cuda

@@ -101,6 +101,8 @@ __global__ void wgmma_probe_kernel(int* out) {
 
 }  // namespace
 
+std::size_t attention_prefill_wgmma_shared_bytes() { return kSmemBytes; }
+
 bool attention_prefill_wgmma_available() {
   static const bool available = [] {
     int device = 0;

@@ -278,6 +278,8 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
 
 }  // namespace
 
+std::size_t output_shared_bytes() { return sizeof(OutputSmem); }
+
 void launch_output(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream) {
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(OutputSmem))));
   launch_chained(output_kernel, dim3(p.nv, chunks), dim3(kOutputThreads), sizeof(OutputSmem), stream, p, work);

@@ -472,6 +472,8 @@ __global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
 
 }  // namespace
 
+std::size_t prepare_shared_bytes() { return sizeof(PrepareSmem); }
+
 void launch_prepare(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream) {
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(PrepareSmem))));
   prepare_kernel<<<dim3(chunks, p.nk), kPrepareThreads, sizeof(PrepareSmem), stream>>>(p, work);

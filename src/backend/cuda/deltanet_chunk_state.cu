@@ -207,6 +207,8 @@ void launch_state_slices(const DeltaNetDecodeArgs& p, const Work& work, int span
 
 }  // namespace
 
+std::size_t state_shared_bytes(int nv) { return state_slice_columns(nv) == 64 ? sizeof(StateSmem<64>) : sizeof(StateSmem<32>); }
+
 void launch_state(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream) {
   if (work.slices * state_slice_columns(p.nv) != kD) fail("deltanet_prefill: the window's state slices do not match its heads");
   if (state_slice_columns(p.nv) == 64)

@@ -150,5 +150,9 @@ void launch_prepare(const DeltaNetDecodeArgs& p, const Work& work, int chunks, c
 void launch_ring(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream);
 void launch_state(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream);
 void launch_output(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream);
+// Their shared memory per block.
+std::size_t prepare_shared_bytes();
+std::size_t state_shared_bytes(int nv);
+std::size_t output_shared_bytes();
 
 }  // namespace qwenrt::cuda::deltanet_chunks

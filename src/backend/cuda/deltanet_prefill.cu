@@ -47,6 +47,10 @@ WorkLayout plan(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
 
 }  // namespace
 
+std::size_t deltanet_prefill_shared_bytes(int nv) {
+  return std::max({deltanet_chunks::prepare_shared_bytes(), deltanet_chunks::state_shared_bytes(nv), deltanet_chunks::output_shared_bytes()});
+}
+
 std::size_t deltanet_prefill_workspace_bytes(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
   return plan(spans, nk, nv).total;
 }

@@ -42,6 +42,8 @@ struct DeltaNetSpan {
 
 // Bytes of device workspace a window of these spans needs (metadata and per-chunk intermediates).
 std::size_t deltanet_prefill_workspace_bytes(const std::vector<DeltaNetSpan>& spans, int nk, int nv);
+// Shared memory per block the window's kernels ask for with nv value heads.
+std::size_t deltanet_prefill_shared_bytes(int nv);
 
 // A window laid out in a workspace, its metadata uploaded: made once per step, then used by every
 // DeltaNet layer of the step (they share the workspace, one layer after another on the stream).

@@ -281,7 +281,7 @@ void launch_variant(const __nv_bfloat16* x, int n, int64_t k, int64_t ldx, const
   const std::size_t smem = normed_rows_bytes<kNorm>(n, segs);
   if (smem > 40 * 1024) {
     static const cudaError_t raised =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK);
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSkinnyGemmMaxSharedBytes));
     QWENRT_CUDA_CHECK(raised);
   }
   int64_t blocks = tiles;

@@ -61,6 +61,9 @@ struct SkinnyGemmWorkspace {
 };
 
 // Partial-sum bytes skinny_gemm needs for these shapes (0 when the weights fill the GPU alone).
+// Shared memory per block the normalised launches may ask for (their rows' bf16 copy, at most
+// kSkinnyGemmMaxNormedRows x kSkinnyGemmMaxNormedK).
+constexpr std::size_t kSkinnyGemmMaxSharedBytes = 2 * kSkinnyGemmMaxNormedRows * kSkinnyGemmMaxNormedK;
 std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const GemmSegment> segments);
 
 // x: [n, k] bf16 with row stride ldx (elements); 1 <= n <= 64; k and ldx multiples of 8 and both

@@ -123,6 +123,16 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   scratch_ = std::make_unique<Scratch>();  // on the device just selected
   device_name_ = info.name;
   if (const std::string why = unsupported(config); !why.empty()) fail("--device cuda: ", why, "; use --device cpu");
+  // Every kernel's shared memory per block, against what the GPU allows (99 KiB on consumer Ampere,
+  // Ada and Blackwell cards, 163 KiB on the A100, 227 KiB on Hopper): a clear error here rather than
+  // a failed launch in the middle of a prompt.
+  const std::size_t shared_needed =
+      std::max({cuda::deltanet_prefill_shared_bytes(static_cast<int>(config.linear_num_value_heads)), cuda::attention_prefill_shared_bytes(),
+                cuda::attention_decode_shared_bytes(), cuda::kSkinnyGemmMaxSharedBytes});
+  if (info.shared_per_block_optin < shared_needed)
+    fail("--device cuda: ", info.name, " (compute capability ", info.major, ".", info.minor, ") allows ", info.shared_per_block_optin / 1024,
+         " KiB of shared memory per block; qwenrt's CUDA kernels need ", (shared_needed + 1023) / 1024,
+         " KiB for this model (A100-class Ampere and Hopper GPUs have enough); use --device cpu");
   weights_ = upload_weights(weights);
   int attn = 0, gdn = 0;
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
