@@ -38,53 +38,39 @@ struct PrepareSmem {
 };
 static_assert(sizeof(PrepareSmem) <= 113 * 1024, "two blocks per multiprocessor (228 KiB, 1 KiB each reserved)");
 
-// The pre-conv rows of 4 channels (chn0..chn0+3) that warp `warp` convolves: x[i] is position
-// (row kConvRows·w + i) − (K − 1), zero past the chunk's end. A pre-conv row before the span comes
-// from the ring (zero before position 0); the ring is only read here and by request_v_rows
-// (ring_kernel writes it afterwards). All are requested before any is used, so the loads are in
-// flight together.
+// Where pre-conv row r of the chunk (−(K − 1) <= r < kC) comes from: the span's qkv row, the ring
+// before the span (ring row = position mod K), or nowhere (zero: past the chunk's end, or before
+// position 0). The ring is only read in this kernel (ring_kernel writes it afterwards).
+__device__ __forceinline__ const float* pre_conv_row(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int r,
+                                                     int64_t conv_dim) {
+  if (r >= ch.rows) return nullptr;
+  if (ch.first_row + r >= sp.first_row) return p.qkv + int64_t{ch.first_row + r} * p.ld_qkv;
+  const int pos = sp.start_position + (ch.first_row + r - sp.first_row);
+  return pos >= 0 ? p.conv_state + int64_t{sp.slot} * p.conv_slot_stride + (pos % K) * conv_dim : nullptr;
+}
+
+// The pre-conv rows of 4 channels (chn0..chn0+3) that warp `warp` convolves: x[i] is chunk row
+// kConvRows·w + i − (K − 1). All are requested before any is used, so the loads are in flight
+// together.
 __device__ __forceinline__ void conv_load(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
                                           int64_t chn0, int64_t conv_dim, float4 (&x)[kConvRows + K - 1]) {
-  const int r0 = kConvRows * warp;
-  const int pos0 = sp.start_position + (ch.first_row - sp.first_row) + r0;  // position of row r0
-  const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
 #pragma unroll
   for (int i = 0; i < kConvRows + K - 1; ++i) {
-    const int pos = pos0 - (K - 1) + i;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 - (K - 1) + i < ch.rows) {
-      if (pos >= sp.start_position)
-        v = __ldg(reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0));
-      else if (pos >= 0)
-        v = *reinterpret_cast<const float4*>(ring + (pos % K) * conv_dim + chn0);
-    }
-    x[i] = v;
+    const float* row = pre_conv_row(p, sp, ch, kConvRows * warp - (K - 1) + i, conv_dim);
+    x[i] = row ? __ldg(reinterpret_cast<const float4*>(row + chn0)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 }
 
 // The same rows for all 128 channels of value head hv, as asynchronous copies into `rows` (row j is
-// position j − (K − 1) of the chunk; zeros where conv_load reads zeros), one commit group.
+// chunk row j − (K − 1)), one commit group.
 __device__ __forceinline__ void request_v_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int hv,
                                                int64_t key_dim, int64_t conv_dim, float (&rows)[kC + K - 1][kD]) {
-  const int pos0 = sp.start_position + (ch.first_row - sp.first_row);  // position of chunk row 0
-  const float* ring = p.conv_state + int64_t{sp.slot} * p.conv_slot_stride;
   const int64_t chn0 = 2 * key_dim + int64_t{hv} * kD;
   constexpr int kPieces = kD / 4;  // 16-byte pieces per row
   for (int e = threadIdx.x; e < (kC + K - 1) * kPieces; e += blockDim.x) {
     const int j = e / kPieces, c4 = 4 * (e % kPieces);
-    const int r = j - (K - 1), pos = pos0 + r;
-    const float* src = p.qkv;
-    bool fill = false;
-    if (r < ch.rows) {
-      if (pos >= sp.start_position) {
-        src = p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv + chn0 + c4;
-        fill = true;
-      } else if (pos >= 0) {
-        src = ring + (pos % K) * conv_dim + chn0 + c4;
-        fill = true;
-      }
-    }
-    cp_async16(smem_addr(&rows[j][c4]), src, fill);
+    const float* row = pre_conv_row(p, sp, ch, j - (K - 1), conv_dim);
+    cp_async16(smem_addr(&rows[j][c4]), row ? row + chn0 + c4 : p.qkv, row != nullptr);  // zeros where there is no row
   }
   cp_async_commit();
 }
