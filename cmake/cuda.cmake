@@ -40,6 +40,12 @@ if(QWENRT_HAVE_CUDA)
   target_link_libraries(qwenrt_lib PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
   target_include_directories(qwenrt_lib PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_options(qwenrt_lib PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+  # A diagnostic build whose chained kernels record when each block waited and started
+  # (src/backend/cuda/launch_trace.h; QWENRT_CUDA_LAUNCH_TRACE=file.csv at run time).
+  option(QWENRT_CUDA_LAUNCH_TRACE "Build the CUDA kernels with the launch trace (diagnostics)" OFF)
+  if(QWENRT_CUDA_LAUNCH_TRACE)
+    target_compile_definitions(qwenrt_lib PRIVATE QWENRT_CUDA_LAUNCH_TRACE)
+  endif()
   message(STATUS "qwenrt: CUDA backend ON (${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "qwenrt: CUDA backend OFF")

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/launch_trace.cuh"
+
 namespace qwenrt::cuda {
 
 // 16 bytes that are read once: not kept in L1, with a 256-byte L2 prefetch around them, and first
@@ -75,8 +77,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
 // stream have finished and their writes are visible; then let the next kernel launch. No-ops when
 // launched plainly or built for GPUs before sm_90.
 __device__ __forceinline__ void grid_dependency_wait() {
+#ifdef QWENRT_CUDA_LAUNCH_TRACE
+  const uint64_t start = launch_trace_now();
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#ifdef QWENRT_CUDA_LAUNCH_TRACE
+  launch_trace_record(start);
 #endif
 }
 __device__ __forceinline__ void grid_launch_dependents() {

@@ -139,6 +139,8 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
   use_graphs_ = !(graphs && std::string(graphs) == "0") && !profiler_.enabled();
+  if (const char* trace = std::getenv("QWENRT_CUDA_LAUNCH_TRACE"); trace && *trace)
+    launch_trace_ = std::make_unique<cuda::LaunchTrace>(trace, 2u << 20);
 }
 
 std::string CudaForward::unsupported(const ModelConfig& c) {
@@ -160,6 +162,7 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
 
 CudaForward::~CudaForward() {
   if (profiler_.enabled()) std::fprintf(stderr, "GPU time by part (QWENRT_CUDA_PROFILE):\n%s", profiler_.report().c_str());
+  launch_trace_.reset();  // written while the kernels' state is still there
   for (auto& [key, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) cudaStreamDestroy(stream_);

@@ -9,6 +9,7 @@
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/launch_trace.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/stream_profiler.h"
 #include "model/cuda/cuda_weights.h"
@@ -87,6 +88,8 @@ class CudaForward final : public DeviceForward {
   // QWENRT_CUDA_PROFILE=1: GPU time per part of the forward pass, printed to stderr at the end
   // (steps then run eagerly).
   cuda::StreamProfiler profiler_;
+  // QWENRT_CUDA_LAUNCH_TRACE=file.csv (a build with the trace): every block's wait, written at the end.
+  std::unique_ptr<cuda::LaunchTrace> launch_trace_;
   // Of the step being run:
   bool stream_busy_ = false;  // work enqueued by a step not yet waited for (a step that threw)
   int64_t block_size_ = 64, max_len_ = 1;
