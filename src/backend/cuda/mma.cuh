@@ -99,6 +99,14 @@ __device__ __forceinline__ void grid_launch_dependents() {
 __device__ __forceinline__ void signal_ready(int32_t* counter) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
 }
+// Adds to a counter at GPU scope, releasing what this thread (and, after a block barrier, its block)
+// wrote before and acquiring what the earlier adders released: the one ordering a "last block to
+// arrive" pass needs, without a full fence (__threadfence) in every thread.
+__device__ __forceinline__ uint32_t counter_add_acq_rel(uint32_t* counter, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(counter), "r"(v) : "memory");
+  return old;
+}
 __device__ __forceinline__ uint64_t global_time_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -207,15 +207,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     if (segs.splits > 1) {
       // Range sums to the workspace; the last range of the tile to arrive adds them in range order.
       float* tile_partials = segs.partial + static_cast<int64_t>(tile) * segs.splits * NT * 128;
+      // (The barrier orders the block's sums before thread 0's release; its acquire and the second
+      // barrier order the other ranges' sums before the last range's loads.)
       if (active)
 #pragma unroll
         for (int e = 0; e < 4; ++e) tile_partials[(blockIdx.y * NT * 4 + j * 4 + e) * 32 + l] = v[e];
-      __threadfence();
       __syncthreads();
-      if (threadIdx.x == 0) last_range = atomicAdd(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
+      if (threadIdx.x == 0) last_range = counter_add_acq_rel(&segs.counters[tile], 1u) == static_cast<uint32_t>(segs.splits - 1);
       __syncthreads();
       if (!last_range) return;
-      __threadfence();
       // Four ranges' sums loaded at a time, then added in range order.
       if (active) {
 #pragma unroll

@@ -247,17 +247,15 @@ __global__ void __launch_bounds__(kThreads) weight_stream_kernel(const __nv_bflo
         float* mine = slot_of(sched.block);
 #pragma unroll
         for (int e = 0; e < 4; ++e) mine[e * 32 + l] = v[e];
-        __threadfence();
-        __syncwarp();
+        __syncwarp();  // orders the warp's sums before lane 0's release (counter_add_acq_rel)
         // Counted in steps, so blocks with empty ranges (fewer tail steps than blocks) do not matter.
         if (l == 0) {
-          const uint32_t before = atomicAdd(&job.counters[b_first], static_cast<uint32_t>(piece_steps));
+          const uint32_t before = counter_add_acq_rel(&job.counters[b_first], static_cast<uint32_t>(piece_steps));
           last_part = before + piece_steps == static_cast<uint64_t>(sched.stages_per_tile);
         }
         __syncwarp();
         write = last_part != 0;
         if (write) {
-          __threadfence();
 #pragma unroll
           for (int e = 0; e < 4; ++e) v[e] = 0;
           for (int64_t b = b_first; b <= b_last; ++b) {
