@@ -406,14 +406,16 @@ TEST(SkinnyGemm, ConsecutiveSplitLaunchesShareOneWorkspace) {
 }
 
 // RMSNorm computed by the launch itself, against rms_norm_rows followed by the plain launch (the
-// same bits: both sum the squares in one order) and against double with the exact normalised
+// same bits: both sum the squares in one order and split K alike) and against double with the exact normalised
 // activations (then the bf16 rounding of x is the whole error).
 TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
   QWENRT_REQUIRE_GPU();
   std::mt19937 rng(13);
   // The last two: more row tiles than the GPU holds blocks at once, so persistent blocks take
-  // several tiles each (a partial last tile in the second).
-  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}, {1, 30000, 1000}, {5, 20007, 520}}) {
+  // several tiles each (a partial last tile in the second). Then 0.8B's q/k/v (320 tiles over a
+  // short K: whole) and a launch of that size with a partial tile.
+  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}, {1, 30000, 1000}, {5, 20007, 520},
+                    {1, 5120, 1024}, {8, 4100, 1032}}) {
     const int64_t ldh = p.k + 4;
     const float eps = 1e-6f;
     const auto h = test::random_f32(static_cast<std::size_t>(p.n * ldh), rng, 3.0f);
