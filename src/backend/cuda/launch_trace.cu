@@ -43,10 +43,10 @@ bool register_launch_trace_setter(LaunchTraceSetter setter) {
 LaunchTrace::LaunchTrace(std::string path, uint32_t capacity) : path_(std::move(path)) {
   if (!launch_trace_built())
     throw std::runtime_error("QWENRT_CUDA_LAUNCH_TRACE: this build has no launch trace (configure with -DQWENRT_CUDA_LAUNCH_TRACE=ON)");
-  buffer_.capacity = capacity;
-  QWENRT_CUDA_CHECK(cudaMalloc(&buffer_.events, sizeof(LaunchTraceEvent) * capacity));
-  QWENRT_CUDA_CHECK(cudaMalloc(&buffer_.count, sizeof(uint32_t)));
-  QWENRT_CUDA_CHECK(cudaMemset(buffer_.count, 0, sizeof(uint32_t)));
+  events_ = DeviceBuffer(sizeof(LaunchTraceEvent) * capacity);
+  count_ = DeviceBuffer(sizeof(uint32_t));
+  QWENRT_CUDA_CHECK(cudaMemset(count_.get(), 0, sizeof(uint32_t)));
+  buffer_ = {events_.as<LaunchTraceEvent>(), count_.as<uint32_t>(), capacity};
   QWENRT_CUDA_CHECK(set_all(buffer_));
 }
 
@@ -59,8 +59,6 @@ LaunchTrace::~LaunchTrace() {
   const uint32_t kept = n < buffer_.capacity ? n : buffer_.capacity;
   std::vector<LaunchTraceEvent> events(kept);
   cudaMemcpy(events.data(), buffer_.events, sizeof(LaunchTraceEvent) * kept, cudaMemcpyDeviceToHost);
-  cudaFree(buffer_.events);
-  cudaFree(buffer_.count);
   if (FILE* f = std::fopen(path_.c_str(), "w")) {
     std::fprintf(f, "grid_id,start_ns,ready_ns,block,blocks,threads,sm\n");
     for (const auto& e : events)

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/device_buffer.h"
+
 namespace qwenrt::cuda {
 
 struct LaunchTraceEvent {
@@ -45,6 +47,7 @@ class LaunchTrace {
 
  private:
   std::string path_;
+  DeviceBuffer events_, count_;
   LaunchTraceBuffer buffer_;
 };
 
