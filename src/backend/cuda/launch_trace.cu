@@ -40,14 +40,13 @@ bool register_launch_trace_setter(LaunchTraceSetter setter) {
   return true;
 }
 
-LaunchTrace::LaunchTrace(std::string path, uint32_t capacity) : path_(std::move(path)) {
+LaunchTrace::LaunchTrace(std::string path, uint32_t capacity) : path_(std::move(path)), capacity_(capacity) {
   if (!launch_trace_built())
     throw std::runtime_error("QWENRT_CUDA_LAUNCH_TRACE: this build has no launch trace (configure with -DQWENRT_CUDA_LAUNCH_TRACE=ON)");
   events_ = DeviceBuffer(sizeof(LaunchTraceEvent) * capacity);
   count_ = DeviceBuffer(sizeof(uint32_t));
   QWENRT_CUDA_CHECK(cudaMemset(count_.get(), 0, sizeof(uint32_t)));
-  buffer_ = {events_.as<LaunchTraceEvent>(), count_.as<uint32_t>(), capacity};
-  QWENRT_CUDA_CHECK(set_all(buffer_));
+  QWENRT_CUDA_CHECK(set_all(buffer()));
 }
 
 LaunchTrace::~LaunchTrace() {
@@ -55,10 +54,10 @@ LaunchTrace::~LaunchTrace() {
   cudaDeviceSynchronize();
   set_all(LaunchTraceBuffer{});
   uint32_t n = 0;
-  cudaMemcpy(&n, buffer_.count, sizeof n, cudaMemcpyDeviceToHost);
-  const uint32_t kept = n < buffer_.capacity ? n : buffer_.capacity;
+  cudaMemcpy(&n, count_.get(), sizeof n, cudaMemcpyDeviceToHost);
+  const uint32_t kept = n < capacity_ ? n : capacity_;
   std::vector<LaunchTraceEvent> events(kept);
-  cudaMemcpy(events.data(), buffer_.events, sizeof(LaunchTraceEvent) * kept, cudaMemcpyDeviceToHost);
+  cudaMemcpy(events.data(), events_.get(), sizeof(LaunchTraceEvent) * kept, cudaMemcpyDeviceToHost);
   if (FILE* f = std::fopen(path_.c_str(), "w")) {
     std::fprintf(f, "grid_id,start_ns,ready_ns,block,blocks,threads,sm\n");
     for (const auto& e : events)

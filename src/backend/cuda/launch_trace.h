@@ -46,9 +46,11 @@ class LaunchTrace {
   LaunchTrace& operator=(const LaunchTrace&) = delete;
 
  private:
+  LaunchTraceBuffer buffer() const { return {events_.as<LaunchTraceEvent>(), count_.as<uint32_t>(), capacity_}; }
+
   std::string path_;
+  uint32_t capacity_;
   DeviceBuffer events_, count_;
-  LaunchTraceBuffer buffer_;
 };
 
 }  // namespace qwenrt::cuda

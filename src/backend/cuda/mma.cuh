@@ -73,18 +73,24 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
                : "r"(smem_addr));
 }
 
+// Nanoseconds of the GPU's global timer (the same on every multiprocessor).
+__device__ __forceinline__ uint64_t global_time_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 // Programmatic dependent launch (chained_launch.h): wait until the kernels before this one on the
 // stream have finished and their writes are visible; then let the next kernel launch. No-ops when
 // launched plainly or built for GPUs before sm_90.
 __device__ __forceinline__ void grid_dependency_wait() {
 #ifdef QWENRT_CUDA_LAUNCH_TRACE
-  const uint64_t start = launch_trace_now();
+  const uint64_t start = global_time_ns();
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 #ifdef QWENRT_CUDA_LAUNCH_TRACE
-  launch_trace_record(start);
+  launch_trace_record(start, global_time_ns());
 #endif
 }
 __device__ __forceinline__ void grid_launch_dependents() {
@@ -106,11 +112,6 @@ __device__ __forceinline__ uint32_t counter_add_acq_rel(uint32_t* counter, uint3
   uint32_t old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(counter), "r"(v) : "memory");
   return old;
-}
-__device__ __forceinline__ uint64_t global_time_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 __device__ __forceinline__ void wait_ready(const int32_t* counter, int32_t count) {
   const uint64_t start = global_time_ns();

@@ -335,12 +335,11 @@ int64_t split_count(int64_t tiles, int64_t k) {
   // decode +0.6-0.9%, bench/results/2026-12-03-1500-h200.md). A smaller one (9B out_proj and
   // o_proj: 256 tiles, 32 MiB, 16 steps per warp) drains between too few groups: split in two,
   // 9B decode +0.7% (bench/results/2026-12-04-1300-h200.md).
-  if (tiles >= kUnsplitTiles && tiles * kTileRows * k * int64_t{sizeof(__nv_bfloat16)} >= kUnsplitBytes) return 1;
   // Likewise over a short K: 0.8B's q/k/v (320 tiles, k 1024) whole runs as persistent blocks that
   // normalise the rows once, in one wave; split in two, its 640 blocks normalised them again and
   // took two waves (0.8B decode +2.1%). (The plain launch of 3..8 rows splits as the normalised one
   // of 1..2 does: the same bits at every batch size.)
-  if (tiles >= kUnsplitTiles && k <= kUnsplitMaxK) return 1;
+  if (tiles >= kUnsplitTiles && (tiles * kTileRows * k * int64_t{sizeof(__nv_bfloat16)} >= kUnsplitBytes || k <= kUnsplitMaxK)) return 1;
   const int64_t chunks = (k + kChunk - 1) / kChunk;
   int64_t splits = 1;
   while (tiles * splits < kTargetBlocks && chunks / (splits * 2) >= kMinChunksPerSplit) splits *= 2;
