@@ -1,6 +1,8 @@
 #include "backend/cuda/skinny_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/chained_launch.h"
@@ -26,6 +28,8 @@ struct Segments {
   int64_t split_chunks;  // K chunks per range
   float* partial;        // [tiles, splits, NT·4·32] when splits > 1
   uint32_t* counters;    // [tiles] ranges finished, when splits > 1
+  // Prefetch each block's weights past its first group into L2 before the wait (run()).
+  bool prefetch_l2;
   // SwiGLU pairs (count 1): seg[0].w holds the gate rows, `up` the up rows; a tile is 8 rows of each.
   const __nv_bfloat16* up;
   __nv_bfloat16* act;
@@ -141,6 +145,22 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
       next_h[u] = in_k ? load_stream16(wh + (i0 + u) * kStride) : make_uint4(0, 0, 0, 0);
     }
   };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (!kNorm && !kPersistent) {
+    // The rest of the tile's K range (past the first group) into L2 while the kernel ahead runs:
+    // the launches this is asked for follow kernels that stream little (the DeltaNet step, the
+    // attention merge), so the weights come in while memory would otherwise idle. Lanes (g, 0) of
+    // warp 0 each prefetch their two rows (a row past the weight is row 0 again: harmless).
+    // Bytes past the first group: the same for every K range but the last, which ends at k (run()
+    // asks for the prefetch only where every range but the last is whole).
+    const int64_t past = static_cast<int64_t>(segs.split_chunks) * kChunk - int64_t{U} * kStride;
+    const int64_t bytes = 2 * (blockIdx.y + 1 < segs.splits ? past : past - (static_cast<int64_t>(segs.splits) * segs.split_chunks * kChunk - k));
+    if (segs.prefetch_l2 && warp == 0 && t == 0 && bytes > 0) {
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wg + U * kStride), "r"(static_cast<uint32_t>(bytes)) : "memory");
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wh + U * kStride), "r"(static_cast<uint32_t>(bytes)) : "memory");
+    }
+  }
+#endif
   load_group(0);
   const int64_t k0 = static_cast<int64_t>(start) * kChunk, k1 = min(static_cast<int64_t>(end) * kChunk, k);  // the block's k range
   if constexpr (kNorm) {
@@ -327,6 +347,16 @@ constexpr int64_t kUnsplitTiles = 256;
 constexpr int64_t kUnsplitBytes = int64_t{48} << 20;  // ... and at least this much weight, or
 constexpr int64_t kUnsplitMaxK = 2048;                 // ... at most this k
 
+constexpr int64_t kPrefetchL2MaxBytes = int64_t{40} << 20;
+// QWENRT_CUDA_PREFETCH_L2=0 switches the L2 prefetch off (for comparisons).
+bool prefetch_l2_enabled() {
+  static const bool off = [] {
+    const char* v = std::getenv("QWENRT_CUDA_PREFETCH_L2");
+    return v && std::string(v) == "0";
+  }();
+  return !off;
+}
+
 // K ranges for a launch of `tiles` row tiles over k: a function of the weights' shapes alone, so
 // an output row's rounding does not depend on the batch.
 int64_t split_count(int64_t tiles, int64_t k) {
@@ -374,6 +404,10 @@ void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& se
   if (tiles > (1ll << 31) - 1) fail(who, ": too many weight rows");
   segs.splits = static_cast<int>(split_count(tiles, k));
   segs.split_chunks = ((k + kChunk - 1) / kChunk + segs.splits - 1) / segs.splits;
+  // Plain launches whose weights fit in L2 alongside the rest of a step prefetch them into L2 before
+  // the wait (9B out_proj and o_proj: 32 MiB behind the DeltaNet step or the attention merge).
+  segs.prefetch_l2 = !segs.norm.h && tiles * kTileRows * k * int64_t{sizeof(__nv_bfloat16)} <= kPrefetchL2MaxBytes &&
+                     (segs.splits - 1) * segs.split_chunks <= (k + kChunk - 1) / kChunk && prefetch_l2_enabled();
   segs.partial = static_cast<float*>(ws.partial);
   segs.counters = ws.counters;
   if (segs.splits > 1) {
