@@ -162,16 +162,26 @@ int run_bench(const Args& args) {
   // Decode G steps at batch B after two untimed ones: on a GPU the first sight of a step's shape
   // runs eagerly (sizing buffers) and the second captures the CUDA graph the timed steps replay, as
   // a server's steps do once it has seen its batch sizes. (With one, the capture's milliseconds
-  // were spread over the G timed steps.)
-  auto decode_step = [&] {
+  // were spread over the G timed steps.) The steps run as greedy generation's do: each queued
+  // before the host has seen the tokens of the one before, which it takes on the device.
+  auto submit_decode = [&](bool chained) {
     Step step{Phase::Decode, {}, false};
-    for (int slot : slots) step.sequences.push_back({slot, {tok(rng)}});
-    model->forward_argmax(step, cache, pool, picked);
+    for (std::size_t b = 0; b < slots.size(); ++b) {
+      step.sequences.push_back({slots[b], {chained ? 0 : tok(rng)}});
+      if (chained) step.sequences.back().from_previous = static_cast<int32_t>(b);
+    }
+    model->submit_argmax(step, cache, pool);
   };
-  decode_step();
-  decode_step();
+  submit_decode(false);
+  model->collect_argmax(picked);
+  submit_decode(true);
+  model->collect_argmax(picked);
   const double t0 = now_s();
-  for (int64_t g = 0; g < G; ++g) decode_step();
+  for (int64_t g = 0; g < G; ++g) {
+    submit_decode(true);
+    if (model->argmax_in_flight() == Qwen35Model::kArgmaxInFlight) model->collect_argmax(picked);
+  }
+  while (model->argmax_in_flight() > 0) model->collect_argmax(picked);
   const double decode_s = now_s() - t0;
   const double step_s = decode_s / static_cast<double>(G);
 

@@ -1,6 +1,7 @@
 #include "engine/greedy_generation.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "core/error.h"
 
@@ -63,20 +64,53 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   };
   for (std::size_t i = 0; i < n; ++i)
     if (!done[i]) accept(i);
-  for (;;) {
+
+  // Decode, one step ahead of the host: step k + 1 is queued before step k's picks come back, each
+  // sequence taking its step-k pick on the device. While the host reads step k's tokens, the GPU
+  // already runs k + 1. A sequence that stops at step k had k + 1 computed for nothing; its slot
+  // goes with the cache.
+  std::vector<int64_t> owed(n, 0);  // tokens submitted for sequence i and not yet collected
+  std::vector<std::size_t> last;    // sequences of the step submitted last, by row
+  std::deque<std::vector<std::size_t>> in_flight;
+  auto submit = [&] {
     Step step{Phase::Decode, {}, false};
     std::vector<std::size_t> who;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!done[i]) {
-        step.sequences.push_back({slots[i], {next[i]}});
-        who.push_back(i);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i] || static_cast<int64_t>(out[i].size()) + owed[i] >= opt.max_tokens) continue;
+      StepSequence seq{slots[i], {next[i]}};
+      if (owed[i] > 0) {  // its last token is still on the device: the last step's row for it
+        seq.tokens = {0};
+        seq.from_previous = static_cast<int32_t>(std::find(last.begin(), last.end(), i) - last.begin());
       }
-    if (who.empty()) break;
-    model.forward_argmax(step, cache, pool, picked);
-    for (std::size_t j = 0; j < who.size(); ++j) {
-      next[who[j]] = picked[j];
-      accept(who[j]);
+      step.sequences.push_back(std::move(seq));
+      who.push_back(i);
     }
+    if (who.empty()) return false;
+    model.submit_argmax(step, cache, pool);
+    for (std::size_t i : who) ++owed[i];
+    last = who;
+    in_flight.push_back(std::move(who));
+    return true;
+  };
+  try {
+    for (;;) {
+      while (static_cast<int>(in_flight.size()) < Qwen35Model::kArgmaxInFlight && submit()) {
+      }
+      if (in_flight.empty()) break;
+      model.collect_argmax(picked);
+      const std::vector<std::size_t> who = std::move(in_flight.front());
+      in_flight.pop_front();
+      for (std::size_t j = 0; j < who.size(); ++j) {
+        const std::size_t i = who[j];
+        --owed[i];
+        if (done[i]) continue;  // stopped at the step before: this pick is not wanted
+        next[i] = picked[j];
+        accept(i);
+      }
+    }
+  } catch (...) {
+    model.discard_argmax();
+    throw;
   }
   return out;
 }

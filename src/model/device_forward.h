@@ -20,8 +20,11 @@ class DeviceForward {
   // Logits as Qwen35Model::forward returns them, into `logits` (its storage reused across calls).
   // The cache's slots have been extended already.
   virtual void forward(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<float>& logits) = 0;
-  // The same step, keeping only each wanted row's argmax (Qwen35Model::forward_argmax).
-  virtual void forward_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<int32_t>& tokens) = 0;
+  // The same step keeping only each wanted row's argmax, enqueued without waiting for it
+  // (Qwen35Model::submit_argmax: at most two in flight, forward only with none).
+  virtual void submit_argmax(const Step& step, const RowLayout& layout, ModelCache& cache) = 0;
+  // Waits for the oldest submitted step and gives its picks.
+  virtual void collect_argmax(std::vector<int32_t>& tokens) = 0;
   virtual std::string describe() const = 0;  // device name, memory used
 };
 

@@ -50,8 +50,11 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
     if (s.tokens.empty()) fail("step gives no tokens for sequence slot ", s.slot);
     if (step.phase == Phase::Decode && s.tokens.size() != 1)
       fail("decode phase takes exactly one token per sequence; slot ", s.slot, " has ", s.tokens.size());
-    for (int32_t t : s.tokens)
-      if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size, ")");
+    if (s.from_previous >= 0 && step.phase != Phase::Decode) fail("only decode steps take tokens from the previous step (slot ", s.slot, ")");
+    if (s.from_previous < -1) fail("from_previous ", s.from_previous, " for slot ", s.slot, " names no row");
+    if (s.from_previous < 0)
+      for (int32_t t : s.tokens)
+        if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size, ")");
     const int64_t start = cache.length(s.slot), n = static_cast<int64_t>(s.tokens.size());
     lay.spans.push_back({s.slot, lay.total_rows, n, start});
     for (int64_t i = 0; i < n; ++i) lay.positions.push_back(start + i);
@@ -81,6 +84,9 @@ std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, Thr
 }
 
 void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {
+  if (!in_flight_rows_.empty()) fail("forward: ", in_flight_rows_.size(), " argmax steps are still in flight; collect them first");
+  for (const auto& s : step.sequences)
+    if (s.from_previous >= 0) fail("forward: only submit_argmax takes tokens from the previous step (slot ", s.slot, ")");
   const RowLayout lay = layout(step, cache);
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
   if (device_forward_) return device_forward_->forward(step, lay, cache, logits);
@@ -88,14 +94,51 @@ void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool,
 }
 
 void Qwen35Model::forward_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<int32_t>& tokens) const {
+  if (!in_flight_rows_.empty()) fail("forward_argmax: ", in_flight_rows_.size(), " argmax steps are still in flight; collect them first");
+  submit_argmax(step, cache, pool);
+  collect_argmax(tokens);
+}
+
+void Qwen35Model::submit_argmax(const Step& step, ModelCache& cache, ThreadPool& pool) const {
+  if (static_cast<int>(in_flight_rows_.size()) >= kArgmaxInFlight)
+    fail("submit_argmax: ", kArgmaxInFlight, " steps are already in flight; collect one first");
+  for (const auto& s : step.sequences)
+    if (s.from_previous >= previous_rows_)
+      fail("slot ", s.slot, " takes row ", s.from_previous, " of the previous step's picks, which has ", previous_rows_);
   const RowLayout lay = layout(step, cache);
+  int64_t rows = 0;
+  if (step.all_logits) rows = lay.total_rows;
+  else rows = static_cast<int64_t>(lay.spans.size());
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
-  if (device_forward_) return device_forward_->forward_argmax(step, lay, cache, tokens);
-  std::vector<float> logits;
-  cpu_forward(step, lay, cache, pool, logits);
-  const int64_t V = config_.vocab_size;
-  tokens.resize(logits.size() / static_cast<std::size_t>(V));
-  for (std::size_t r = 0; r < tokens.size(); ++r) tokens[r] = argmax_row(&logits[r * static_cast<std::size_t>(V)], V);
+  if (device_forward_) {
+    device_forward_->submit_argmax(step, lay, cache);
+  } else {
+    // The CPU runs the step now, its sequences' tokens taken from the picks of the step before.
+    Step resolved = step;
+    for (auto& s : resolved.sequences)
+      if (s.from_previous >= 0) s.tokens = {cpu_picks_.back()[static_cast<std::size_t>(s.from_previous)]};
+    std::vector<float> logits;
+    cpu_forward(resolved, lay, cache, pool, logits);
+    const int64_t V = config_.vocab_size;
+    std::vector<int32_t> picks(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < picks.size(); ++r) picks[r] = argmax_row(&logits[r * static_cast<std::size_t>(V)], V);
+    cpu_picks_.push_back(std::move(picks));
+    if (cpu_picks_.size() > static_cast<std::size_t>(kArgmaxInFlight)) cpu_picks_.pop_front();  // collected; kept for from_previous
+  }
+  in_flight_rows_.push_back(rows);
+  previous_rows_ = rows;
+}
+
+void Qwen35Model::collect_argmax(std::vector<int32_t>& tokens) const {
+  if (in_flight_rows_.empty()) fail("collect_argmax: no step was submitted");
+  in_flight_rows_.pop_front();
+  if (device_forward_) return device_forward_->collect_argmax(tokens);
+  tokens = cpu_picks_[cpu_picks_.size() - 1 - in_flight_rows_.size()];
+}
+
+void Qwen35Model::discard_argmax() const {
+  std::vector<int32_t> dropped;
+  while (!in_flight_rows_.empty()) collect_argmax(dropped);
 }
 
 void Qwen35Model::cpu_forward(const Step& step, const RowLayout& lay, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {

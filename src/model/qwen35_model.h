@@ -1,6 +1,7 @@
 #pragma once
 // The Qwen 3.5 text decoder: embedding, L hybrid layers (Gated DeltaNet or gated attention, then
 // SwiGLU MLP or MoE), final norm, head. One forward call runs one ragged Step against a cache.
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -48,6 +49,19 @@ class Qwen35Model {
   // tokens are picked there and only they come back, not [rows, V] logits.
   void forward_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<int32_t>& tokens) const;
 
+  // Greedy steps queued ahead of the host. submit_argmax validates and books a step like
+  // forward_argmax and returns at once (on a GPU while the step runs; the CPU computes it there and
+  // then); collect_argmax waits for the oldest submitted step and gives its picks. At most
+  // kArgmaxInFlight steps are in flight; forward needs none. A decode step's sequence may take the
+  // pick of a row of the step submitted just before (StepSequence::from_previous), so the host can
+  // queue step k + 1 before it has seen step k's tokens.
+  static constexpr int kArgmaxInFlight = 2;
+  void submit_argmax(const Step& step, ModelCache& cache, ThreadPool& pool) const;
+  void collect_argmax(std::vector<int32_t>& tokens) const;
+  int argmax_in_flight() const { return static_cast<int>(in_flight_rows_.size()); }
+  // Waits for and drops every step in flight (a generation that stops early or throws).
+  void discard_argmax() const;
+
  private:
   RowLayout layout(const Step& step, const ModelCache& cache) const;
   void cpu_forward(const Step& step, const RowLayout& layout, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const;
@@ -58,6 +72,11 @@ class Qwen35Model {
   std::vector<int> kind_index_;  // per layer: index among layers of its kind (cache addressing)
   DeviceSpec device_;
   std::shared_ptr<DeviceForward> device_forward_;  // null on the CPU
+  // Submitted argmax steps: rows picked by each step in flight (oldest first), the row count of
+  // the last one submitted (what from_previous may name) and, on the CPU, the picks themselves.
+  mutable std::deque<int64_t> in_flight_rows_;
+  mutable int64_t previous_rows_ = 0;
+  mutable std::deque<std::vector<int32_t>> cpu_picks_;
 };
 
 }  // namespace qwenrt

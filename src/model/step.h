@@ -15,6 +15,10 @@ enum class Phase {
 struct StepSequence {
   int slot = 0;                 // cache slot; rows continue at the slot's current length
   std::vector<int32_t> tokens;  // new rows
+  // Decode steps given to Qwen35Model::submit_argmax only: >= 0 makes the sequence's one token the
+  // pick of that row of the step submitted just before (its `tokens` entry is then not read), so
+  // the step can be queued before the host has seen that pick.
+  int32_t from_previous = -1;
 };
 
 struct Step {

@@ -15,6 +15,7 @@
 #include "model/cuda/cuda_forward.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
+#include "support/queued_steps.h"
 
 namespace qwenrt {
 namespace {
@@ -140,6 +141,15 @@ TEST_P(CudaParity, ArgmaxStepsPickTheLogitsArgmax) {
     for (std::size_t r = 0; r < picked.size(); ++r)
       EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
   }
+}
+
+// Steps queued ahead of the host, taking their tokens from the step before on the GPU, pick what
+// the same steps pick one at a time, through eager steps, graph capture and replay (captured while
+// the step before still runs) and a batch that shrinks under a queued step.
+TEST_P(CudaParity, QueuedArgmaxStepsPickWhatOneAtATimeDoes) {
+  const auto [queued, one] = test::queued_and_one_at_a_time(*model_, ref_.prompt, 8, pool_);
+  EXPECT_EQ(queued, one) << GetParam();
+  EXPECT_EQ(one.size(), 2u + 3 * 2 + 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, ::testing::ValuesIn(test::fixture_names()),

@@ -2,11 +2,15 @@
 // prefill windows and batching do not change a sequence's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "core/error.h"
 #include "engine/greedy_generation.h"
 #include "engine/sampled_generation.h"
 #include "formats/npy.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
+#include "support/queued_steps.h"
 
 namespace qwenrt {
 namespace {
@@ -145,6 +149,84 @@ TEST_P(Parity, ArgmaxStepsPickTheLogitsArgmax) {
     for (std::size_t r = 0; r < 2; ++r)
       EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
   }
+}
+
+// Steps queued ahead of the host, taking their tokens from the step before on the device, pick
+// what the same steps pick one at a time.
+TEST_P(Parity, QueuedArgmaxStepsPickWhatOneAtATimeDoes) {
+  const auto model = Qwen35Model::load(dir_);
+  const auto [queued, one] = test::queued_and_one_at_a_time(model, ref_.prompt, 6, pool_);
+  EXPECT_EQ(queued, one) << GetParam();
+  EXPECT_EQ(one.size(), 2u + 3 * 2 + 3);
+}
+
+// Greedy generation queues each step before it has seen the last one's tokens; a sequence that
+// stops leaves the batch a step late. Outputs are each prompt's own greedy run cut at its stop id.
+TEST_P(Parity, GreedyGenerationStopsEachSequenceAtItsStopId) {
+  const auto model = Qwen35Model::load(dir_);
+  const auto& p = ref_.prompt;
+  const std::vector<std::vector<int32_t>> prompts = {p, {p.begin(), p.begin() + 5}, {p.begin() + 2, p.end()}};
+  GenerationOptions opt;
+  opt.max_tokens = 7;
+  opt.prefill_chunk = 4;
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& prompt : prompts) alone.push_back(generate_greedy(model, {prompt}, opt, pool_)[0]);
+  for (const auto& a : alone) ASSERT_EQ(a.size(), 7u);
+  for (std::size_t stop_at : {std::size_t{0}, std::size_t{2}, std::size_t{5}}) {
+    opt.stop_ids = {alone[0][stop_at]};
+    const auto out = generate_greedy(model, prompts, opt, pool_);
+    ASSERT_EQ(out.size(), prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      const auto stop = std::find(alone[i].begin(), alone[i].end(), opt.stop_ids[0]);
+      const std::vector<int32_t> want(alone[i].begin(), stop == alone[i].end() ? stop : stop + 1);
+      EXPECT_EQ(out[i], want) << GetParam() << " prompt " << i << " stop at " << stop_at;
+    }
+  }
+  opt.stop_ids.clear();
+  for (int64_t max_tokens : {0, 1, 2}) {
+    opt.max_tokens = max_tokens;
+    const auto out = generate_greedy(model, prompts, opt, pool_);
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(out[i], std::vector<int32_t>(alone[i].begin(), alone[i].begin() + max_tokens)) << GetParam() << " max " << max_tokens;
+  }
+}
+
+// Misuse of the queue is an error naming the problem, and leaves the model usable.
+TEST_P(Parity, QueuedArgmaxMisuseIsAClearError) {
+  const auto model = Qwen35Model::load(dir_);
+  ModelCache cache = model.new_cache(2);
+  const int a = cache.acquire();
+  std::vector<int32_t> picks;
+  auto throws_with = [&](auto&& call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one saying " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Step first{Phase::Decode, {{a, {ref_.prompt[0]}}}, false};
+  first.sequences[0].from_previous = 0;
+  throws_with([&] { model.submit_argmax(first, cache, pool_); }, "previous step's picks, which has 0");
+  first.sequences[0].from_previous = -1;
+  model.submit_argmax(first, cache, pool_);
+  Step next{Phase::Decode, {{a, {0}}}, false};
+  next.sequences[0].from_previous = 1;
+  throws_with([&] { model.submit_argmax(next, cache, pool_); }, "previous step's picks, which has 1");
+  next.sequences[0].from_previous = 0;
+  throws_with([&] { model.forward(next, cache, pool_); }, "still in flight");
+  model.submit_argmax(next, cache, pool_);
+  throws_with([&] { model.submit_argmax(next, cache, pool_); }, "already in flight");
+  throws_with([&] { model.forward_argmax({Phase::Window, {{a, {1, 2}}}, false}, cache, pool_, picks); }, "still in flight");
+  Step window{Phase::Window, {{a, {1, 2}}}, false};
+  window.sequences[0].from_previous = 0;
+  model.collect_argmax(picks);
+  model.collect_argmax(picks);
+  throws_with([&] { model.collect_argmax(picks); }, "no step was submitted");
+  throws_with([&] { model.submit_argmax(window, cache, pool_); }, "only decode steps");
+  EXPECT_EQ(model.argmax_in_flight(), 0);
+  model.forward_argmax({Phase::Decode, {{a, {ref_.prompt[1]}}}, false}, cache, pool_, picks);
+  EXPECT_EQ(picks.size(), 1u);
 }
 
 // Sampling at temperature 0 without penalties (which picks on the model's side) gives greedy

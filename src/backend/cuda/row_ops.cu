@@ -34,9 +34,12 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void embed_kernel(const int32_t* tokens, const __nv_bfloat16* table, int64_t width, float* out) {
+__global__ void embed_kernel(const int32_t* tokens, const int32_t* from, const int32_t* picks, const __nv_bfloat16* table,
+                             int64_t width, float* out) {
   chained_kernel_start();
-  const __nv_bfloat16* src = table + static_cast<int64_t>(tokens[blockIdx.x]) * width;
+  const int32_t f = from[blockIdx.x];
+  const int32_t token = f >= 0 ? picks[f] : tokens[blockIdx.x];
+  const __nv_bfloat16* src = table + static_cast<int64_t>(token) * width;
   float* dst = out + static_cast<int64_t>(blockIdx.x) * width;
   for (int64_t i = threadIdx.x; i < width; i += kRowThreads) dst[i] = __bfloat162float(src[i]);
 }
@@ -204,10 +207,11 @@ void check_rows(int64_t rows, const char* op) {
 
 }  // namespace
 
-void embed_rows(const int32_t* tokens, int64_t rows, const __nv_bfloat16* table, int64_t width, float* out, cudaStream_t stream) {
+void embed_rows(const int32_t* tokens, const int32_t* from, const int32_t* picks, int64_t rows, const __nv_bfloat16* table,
+                int64_t width, float* out, cudaStream_t stream) {
   check_rows(rows, "embed_rows");
   if (rows == 0) return;
-  launch_chained(embed_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, tokens, table, width, out);
+  launch_chained(embed_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, tokens, from, picks, table, width, out);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -34,6 +34,8 @@ struct Growable {
   T* get(std::size_t count) {
     const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 16);
     if (buf.bytes() < bytes) {
+      // A step still queued (submit_argmax) may use the old buffer.
+      QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
       buf = DeviceBuffer(bytes);
       ++g_memory_epoch;
     }
@@ -69,16 +71,17 @@ bool follows(const CudaMatrix& a, const CudaMatrix& b) { return b.data == a.data
 
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
-  // The step's row metadata: packed on the host in pinned memory, sent with one copy into `meta`,
-  // read through `rows`.
-  cuda::PinnedBuffer meta_host;
+  // The step's row metadata: packed on the host in pinned memory (StepIo), sent with one copy
+  // into `meta`, read through `rows`.
   Growable meta;
   struct Rows {
-    const int32_t *tokens, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
+    const int32_t *tokens, *from, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
     const int64_t* pos64;
+    int32_t* picks;  // the step's argmax per wanted row, where the next step's embedding may look
   } rows{};
-  cuda::PinnedBuffer logits_host, tokens_host;  // what a step sends back
-  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits, argmax, argmax_ws;
+  cuda::PinnedBuffer logits_host;  // what a logits step sends back
+  Growable gemm_ws, gdn_ws, h, xn, qkv, gdn_out, qg, k, v, q_bf, attn_out, attn_ws, gu, act, xf, logits, argmax_ws;
+  DeviceBuffer picks;
   // The skinny GEMM's K-split tile counters: zeroed once here, left zero by every launch.
   DeviceBuffer gemm_counters;
 
@@ -87,6 +90,19 @@ struct CudaForward::Scratch {
   }
   cuda::SkinnyGemmWorkspace gemm_workspace(std::size_t partial_bytes) {
     return {gemm_ws.get<std::byte>(partial_bytes), partial_bytes, gemm_counters.as<uint32_t>()};
+  }
+  // Room for `rows` picks. Unlike the Growable buffers it keeps its contents when it grows: the
+  // step queued next may read the last step's picks (StepSequence::from_previous).
+  int32_t* picks_for(int64_t rows, cudaStream_t stream) {
+    const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(rows) * sizeof(int32_t), 256);
+    if (picks.bytes() < bytes) {
+      DeviceBuffer bigger(bytes);
+      if (picks.bytes() > 0) QWENRT_CUDA_CHECK(cudaMemcpyAsync(bigger.get(), picks.get(), picks.bytes(), cudaMemcpyDeviceToDevice, stream));
+      QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+      picks = std::move(bigger);
+      ++g_memory_epoch;
+    }
+    return picks.as<int32_t>();
   }
 };
 
@@ -137,6 +153,10 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   int attn = 0, gdn = 0;
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  for (StepIo& io : io_) {
+    QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.meta_sent, cudaEventDisableTiming));
+    QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.done, cudaEventDisableTiming));
+  }
   const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
   use_graphs_ = !(graphs && std::string(graphs) == "0") && !profiler_.enabled();
   if (const char* trace = std::getenv("QWENRT_CUDA_LAUNCH_TRACE"); trace && *trace)
@@ -162,9 +182,13 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
 
 CudaForward::~CudaForward() {
   if (profiler_.enabled()) std::fprintf(stderr, "GPU time by part (QWENRT_CUDA_PROFILE):\n%s", profiler_.report().c_str());
+  if (stream_) cudaStreamSynchronize(stream_);  // steps submitted and never collected
   launch_trace_.reset();  // written while the kernels' state is still there
   for (auto& [key, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
+  for (StepIo& io : io_)
+    for (cudaEvent_t e : {io.meta_sent, io.done})
+      if (e) cudaEventDestroy(e);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -413,48 +437,64 @@ class MetadataPacker {
 }  // namespace
 
 void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache, std::vector<float>& logits) {
+  if (!in_flight_.empty()) fail("internal: a logits step while argmax steps are in flight");
   int64_t R = 0;
-  const float* dev = enqueue_step(step, lay, cache, R);
+  const float* dev = enqueue_step(step, lay, cache, next_io(), R);
   const std::size_t n = static_cast<std::size_t>(R * config_.vocab_size);
   float* host = scratch_->logits_host.get<float>(n);
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  finish_step();
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  profiler_.collect();
   logits.resize(n);
   std::memcpy(logits.data(), host, n * sizeof(float));
 }
 
-void CudaForward::forward_argmax(const Step& step, const RowLayout& lay, ModelCache& cache, std::vector<int32_t>& tokens) {
+CudaForward::StepIo& CudaForward::next_io() {
+  for (int i = 0; i < static_cast<int>(io_.size()); ++i) {
+    StepIo& io = io_[static_cast<std::size_t>((io_turn_ + i) % static_cast<int>(io_.size()))];
+    if (std::find(in_flight_.begin(), in_flight_.end(), &io) != in_flight_.end()) continue;
+    io_turn_ = (io_turn_ + i + 1) % static_cast<int>(io_.size());
+    return io;
+  }
+  fail("internal: ", io_.size(), " steps already in flight; collect one first");
+}
+
+void CudaForward::submit_argmax(const Step& step, const RowLayout& lay, ModelCache& cache) {
+  StepIo& io = next_io();
   int64_t R = 0;
-  const float* dev = enqueue_step(step, lay, cache, R);
+  const float* dev = enqueue_step(step, lay, cache, io, R);
   Scratch& s = *scratch_;
-  int32_t* picked = s.argmax.get<int32_t>(static_cast<std::size_t>(R));
   const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, config_.vocab_size);
-  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, picked, stream_, s.argmax_ws.get<std::byte>(ws_bytes), ws_bytes);
-  int32_t* host = s.tokens_host.get<int32_t>(static_cast<std::size_t>(R));
-  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, picked, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-  finish_step();
-  tokens.assign(host, host + R);
+  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, s.rows.picks, stream_, s.argmax_ws.get<std::byte>(ws_bytes), ws_bytes);
+  int32_t* host = io.picks_host.get<int32_t>(static_cast<std::size_t>(R));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, s.rows.picks, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaEventRecord(io.done, stream_));
+  io.rows = R;
+  in_flight_.push_back(&io);
 }
 
-void CudaForward::finish_step() {
-  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  stream_busy_ = false;
-  profiler_.collect();
+void CudaForward::collect_argmax(std::vector<int32_t>& tokens) {
+  if (in_flight_.empty()) fail("internal: no submitted step to collect");
+  StepIo& io = *in_flight_.front();
+  in_flight_.pop_front();
+  QWENRT_CUDA_CHECK(cudaEventSynchronize(io.done));
+  const int32_t* host = io.picks_host.get<int32_t>(static_cast<std::size_t>(io.rows));
+  tokens.assign(host, host + io.rows);
+  if (in_flight_.empty()) profiler_.collect();  // its events are all complete only then
 }
 
-const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, int64_t& R_out) {
+const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, StepIo& io, int64_t& R_out) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
-  // A step that threw after enqueuing work may have left copies from the pinned buffers pending:
-  // let them finish before those buffers are written again.
-  if (stream_busy_) QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  stream_busy_ = true;
+  // The copy out of this entry's pinned metadata two steps back (or from a step that threw after
+  // enqueuing it) must be done before the buffer is written again.
+  QWENRT_CUDA_CHECK(cudaEventSynchronize(io.meta_sent));
   Scratch& s = *scratch_;
   CacheState& cs = cache_state(cache);
   const int64_t T = lay.total_rows;
   block_size_ = cache.block_size();
 
   // Step metadata: tokens, per-row position / slot / sequence, block tables (one row per span).
-  std::vector<int32_t> tokens, pos32, row_slot, row_seq, span_first;
+  std::vector<int32_t> tokens, from, pos32, row_slot, row_seq, span_first;
   std::vector<int64_t> pos64;
   max_blocks_per_seq_ = 1;
   max_len_ = 1;
@@ -477,6 +517,7 @@ const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
     std::copy(tab.begin(), tab.end(), tables.begin() + static_cast<long>(i * static_cast<std::size_t>(max_blocks_per_seq_)));
     for (int64_t r = 0; r < sp.rows; ++r) {
       tokens.push_back(step.sequences[i].tokens[static_cast<std::size_t>(r)]);
+      from.push_back(step.sequences[i].from_previous);
       pos32.push_back(static_cast<int32_t>(sp.start_position + r));
       pos64.push_back(sp.start_position + r);
       row_slot.push_back(sp.slot);
@@ -513,16 +554,19 @@ const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   // span count and the table stride, which a graph's key fixes, so a graph's baked addresses stay
   // right as long as the region does not move (its growth bumps the memory epoch).
   MetadataPacker packer;
-  const std::size_t at_tokens = packer.add(tokens), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
+  const std::size_t at_tokens = packer.add(tokens), at_from = packer.add(from), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
                     at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first),
                     at_tables = packer.add(tables), at_logit_rows = packer.add(rows);
-  std::byte* host_meta = s.meta_host.get<std::byte>(packer.bytes());
+  std::byte* host_meta = io.meta_host.get<std::byte>(packer.bytes());
   packer.pack(host_meta);
   std::byte* meta = s.meta.get<std::byte>(packer.bytes());
+  // Before the copy is queued: growing the picks may synchronise the stream.
+  int32_t* picks = s.picks_for(R, stream_);
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(meta, host_meta, packer.bytes(), cudaMemcpyHostToDevice, stream_));
+  QWENRT_CUDA_CHECK(cudaEventRecord(io.meta_sent, stream_));
   auto at = [&](std::size_t off) { return reinterpret_cast<const int32_t*>(meta + off); };
-  s.rows = {at(at_tokens), at(at_pos32), at(at_slot), at(at_seq), at(at_first), at(at_logit_rows), at(at_tables),
-            reinterpret_cast<const int64_t*>(meta + at_pos64)};
+  s.rows = {at(at_tokens), at(at_from), at(at_pos32), at(at_slot), at(at_seq), at(at_first), at(at_logit_rows), at(at_tables),
+            reinterpret_cast<const int64_t*>(meta + at_pos64), picks};
 
   float* logits = nullptr;
   if (!graphable) {
@@ -566,7 +610,7 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
   const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
-  cuda::embed_rows(s.rows.tokens, T, weights_.embed.data, H, h, stream_);
+  cuda::embed_rows(s.rows.tokens, s.rows.from, s.rows.picks, T, weights_.embed.data, H, h, stream_);
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& L = weights_.layers[i];
     if (L.kind == LayerKind::FullAttention) attention(L, kind_index_[i], lay, cs);

@@ -2,6 +2,8 @@
 // The Qwen 3.5 forward pass on one NVIDIA GPU: the CPU model's layers with the CUDA kernels of
 // backend/cuda, bf16 weights and matrix inputs, an f32 residual stream, f32 DeltaNet state and a
 // paged bf16 KV cache.
+#include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -10,6 +12,7 @@
 #include "backend/cuda/deltanet_prefill.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/launch_trace.h"
+#include "backend/cuda/pinned_buffer.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/stream_profiler.h"
 #include "model/cuda/cuda_weights.h"
@@ -41,18 +44,25 @@ class CudaForward final : public DeviceForward {
   ~CudaForward() override;
 
   void forward(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<float>& logits) override;
-  void forward_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<int32_t>& tokens) override;
+  void submit_argmax(const Step& step, const RowLayout& layout, ModelCache& cache) override;
+  void collect_argmax(std::vector<int32_t>& tokens) override;
   std::string describe() const override;
 
  private:
   struct Scratch;
   struct CacheState;
+  // A step's host side: two of them, so that a step can be queued while the one before runs.
+  struct StepIo {
+    cuda::PinnedBuffer meta_host, picks_host;
+    cudaEvent_t meta_sent = nullptr;  // its metadata has left meta_host
+    cudaEvent_t done = nullptr;       // its picks are in picks_host
+    int64_t rows = 0;                 // picked rows
+  };
   CacheState& cache_state(ModelCache& cache);
-  // Uploads the step's metadata and enqueues its layers (eagerly or as a graph); returns the device
-  // logits of the wanted rows, `rows` of them.
-  const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, int64_t& rows);
-  // Waits for the step's work and the copies back to the host; collects the profile.
-  void finish_step();
+  StepIo& next_io();  // the entry the next step uses (one not in flight)
+  // Uploads the step's metadata through `io` and enqueues its layers (eagerly or as a graph);
+  // returns the device logits of the wanted rows, `rows` of them.
+  const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, StepIo& io, int64_t& rows);
   float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
   // `part` names the product for QWENRT_CUDA_PROFILE.
   void matmul(const char* part, const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
@@ -90,8 +100,10 @@ class CudaForward final : public DeviceForward {
   cuda::StreamProfiler profiler_;
   // QWENRT_CUDA_LAUNCH_TRACE=file.csv (a build with the trace): every block's wait, written at the end.
   std::unique_ptr<cuda::LaunchTrace> launch_trace_;
+  std::array<StepIo, 2> io_;
+  int io_turn_ = 0;
+  std::deque<StepIo*> in_flight_;  // submitted argmax steps not yet collected, oldest first
   // Of the step being run:
-  bool stream_busy_ = false;  // work enqueued by a step not yet waited for (a step that threw)
   int64_t block_size_ = 64, max_len_ = 1;
   int max_blocks_per_seq_ = 1;
 };
