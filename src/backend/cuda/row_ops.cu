@@ -162,7 +162,8 @@ __device__ __forceinline__ void block_argmax(float& v, int32_t& i) {
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
 }
 
-__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, float2* candidates) {
+__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, int32_t* mirror,
+                              float2* candidates) {
   chained_kernel_start();
   const int64_t row = blockIdx.y, c0 = blockIdx.x * span, c1 = min(width, c0 + span);
   const float* xr = x + row * ldx;
@@ -178,15 +179,16 @@ __global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_
   }
   block_argmax(v, i);
   if (threadIdx.x != 0) return;
-  if (gridDim.x == 1)
+  if (gridDim.x == 1) {
     out[row] = i;
-  else
+    if (mirror) mirror[row] = i;
+  } else
     candidates[row * gridDim.x + blockIdx.x] = make_float2(v, __int_as_float(i));
 }
 
 // One warp per row: the best of the row's part candidates (parts of an empty range hold INT32_MAX,
 // never better than a real column).
-__global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t* out) {
+__global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t* out, int32_t* mirror) {
   chained_kernel_start();
   const int lane = threadIdx.x;
   float v = -INFINITY;
@@ -196,7 +198,15 @@ __global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t*
     keep_better(v, i, c.x, __float_as_int(c.y));
   }
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
-  if (lane == 0) out[blockIdx.x] = i;
+  if (lane != 0) return;
+  out[blockIdx.x] = i;
+  if (mirror) mirror[blockIdx.x] = i;
+}
+
+__global__ void copy_kernel(const uint4* src, uint4* dst, int64_t n) {
+  chained_kernel_start();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
 }
 
 int argmax_parts(int64_t width) { return static_cast<int>(std::clamp<int64_t>(width / kArgmaxMinSpan, 1, kArgmaxParts)); }
@@ -221,7 +231,7 @@ std::size_t argmax_workspace_bytes(int64_t rows, int64_t width) {
 }
 
 void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream, void* workspace,
-                 std::size_t workspace_bytes) {
+                 std::size_t workspace_bytes, int32_t* mirror) {
   check_rows(rows, "argmax_rows");
   if (width < 1 || width > (1ll << 31) - 1 || ldx < width) fail("argmax_rows: width ", width, " must be 1 to 2^31-1 and at most ldx ", ldx);
   if (rows > kMaxGridY) fail("argmax_rows: ", rows, " rows; it takes up to ", kMaxGridY);
@@ -232,10 +242,20 @@ void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32
   const int64_t span = (width + parts - 1) / parts;
   auto* candidates = static_cast<float2*>(workspace);
   launch_chained(argmax_kernel, dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, width,
-                 span, out, candidates);
+                 span, out, mirror, candidates);
   QWENRT_CUDA_CHECK_LAUNCH();
   if (parts == 1) return;
-  launch_chained(argmax_pick_kernel, dim3(static_cast<unsigned>(rows)), dim3(32), 0, stream, static_cast<const float2*>(candidates), parts, out);
+  launch_chained(argmax_pick_kernel, dim3(static_cast<unsigned>(rows)), dim3(32), 0, stream, static_cast<const float2*>(candidates), parts, out, mirror);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+void copy_in_kernel(const void* src, void* dst, std::size_t bytes, cudaStream_t stream) {
+  if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+    fail("copy_in_kernel: ", bytes, " bytes must be whole 16-byte words at 16-byte aligned addresses");
+  if (bytes == 0) return;
+  const int64_t n = static_cast<int64_t>(bytes / 16);
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
+  launch_chained(copy_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, static_cast<const uint4*>(src), static_cast<uint4*>(dst), n);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -34,8 +34,14 @@ void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream);
 // With a workspace of argmax_workspace_bytes(rows, width), rows as wide as a vocabulary are
 // scanned by many blocks at once (one block streams ~1 MB in 16 us); without, one block per row.
 std::size_t argmax_workspace_bytes(int64_t rows, int64_t width);
+// `mirror`, when given, receives the same picks (mapped host memory: no copy back needed).
 void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream,
-                 void* workspace = nullptr, std::size_t workspace_bytes = 0);
+                 void* workspace = nullptr, std::size_t workspace_bytes = 0, int32_t* mirror = nullptr);
+
+// dst[0, bytes) = src[0, bytes) by a kernel, both 16-byte aligned and bytes a multiple of 16: a
+// step's metadata read from mapped host memory inside a captured graph, where a copy in the stream
+// would add a copy engine's round trip between two steps.
+void copy_in_kernel(const void* src, void* dst, std::size_t bytes, cudaStream_t stream);
 
 // f32 → bf16 rows (round to nearest even), for matrix-product inputs computed in f32.
 void to_bf16_rows(const float* x, int64_t ldx, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width,

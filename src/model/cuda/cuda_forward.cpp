@@ -74,6 +74,10 @@ struct CudaForward::Scratch {
   // The step's row metadata: packed on the host in pinned memory (StepIo), sent with one copy
   // into `meta`, read through `rows`.
   Growable meta;
+  const std::byte* meta_src = nullptr;  // the step's packed metadata (mapped pinned memory) ...
+  std::byte* meta_dst = nullptr;        // ... and where its first kernel copies it (`meta`)
+  std::size_t meta_bytes = 0;
+  int32_t* picks_mirror = nullptr;      // mapped pinned memory the argmax writes too
   struct Rows {
     const int32_t *tokens, *from, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
     const int64_t* pos64;
@@ -154,7 +158,6 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   for (StepIo& io : io_) {
-    QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.meta_sent, cudaEventDisableTiming));
     QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.done, cudaEventDisableTiming));
   }
   const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
@@ -187,8 +190,7 @@ CudaForward::~CudaForward() {
   for (auto& [key, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
   for (StepIo& io : io_)
-    for (cudaEvent_t e : {io.meta_sent, io.done})
-      if (e) cudaEventDestroy(e);
+    if (io.done) cudaEventDestroy(io.done);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -439,7 +441,7 @@ class MetadataPacker {
 void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache, std::vector<float>& logits) {
   if (!in_flight_.empty()) fail("internal: a logits step while argmax steps are in flight");
   int64_t R = 0;
-  const float* dev = enqueue_step(step, lay, cache, next_io(), R);
+  const float* dev = enqueue_step(step, lay, cache, next_io(), false, R);
   const std::size_t n = static_cast<std::size_t>(R * config_.vocab_size);
   float* host = scratch_->logits_host.get<float>(n);
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -462,13 +464,7 @@ CudaForward::StepIo& CudaForward::next_io() {
 void CudaForward::submit_argmax(const Step& step, const RowLayout& lay, ModelCache& cache) {
   StepIo& io = next_io();
   int64_t R = 0;
-  const float* dev = enqueue_step(step, lay, cache, io, R);
-  Scratch& s = *scratch_;
-  const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, config_.vocab_size);
-  cuda::argmax_rows(dev, config_.vocab_size, R, config_.vocab_size, s.rows.picks, stream_, s.argmax_ws.get<std::byte>(ws_bytes), ws_bytes);
-  int32_t* host = io.picks_host.get<int32_t>(static_cast<std::size_t>(R));
-  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, s.rows.picks, static_cast<std::size_t>(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-  QWENRT_CUDA_CHECK(cudaEventRecord(io.done, stream_));
+  enqueue_step(step, lay, cache, io, true, R);  // its picks land in io.picks_host
   io.rows = R;
   in_flight_.push_back(&io);
 }
@@ -483,11 +479,11 @@ void CudaForward::collect_argmax(std::vector<int32_t>& tokens) {
   if (in_flight_.empty()) profiler_.collect();  // its events are all complete only then
 }
 
-const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, StepIo& io, int64_t& R_out) {
+const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, StepIo& io, bool argmax, int64_t& R_out) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
-  // The copy out of this entry's pinned metadata two steps back (or from a step that threw after
-  // enqueuing it) must be done before the buffer is written again.
-  QWENRT_CUDA_CHECK(cudaEventSynchronize(io.meta_sent));
+  // The last step through this entry must be done with its pinned buffers before they are written
+  // again (a step that threw after enqueuing work drained the stream; see below).
+  QWENRT_CUDA_CHECK(cudaEventSynchronize(io.done));
   Scratch& s = *scratch_;
   CacheState& cs = cache_state(cache);
   const int64_t T = lay.total_rows;
@@ -550,41 +546,68 @@ const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   const int64_t R = static_cast<int64_t>(rows.size());
   R_out = R;
 
-  // All row metadata in one copy from pinned memory. The offsets follow from the row count, the
-  // span count and the table stride, which a graph's key fixes, so a graph's baked addresses stay
-  // right as long as the region does not move (its growth bumps the memory epoch).
+  // All row metadata in one region of mapped pinned memory, copied in by the step's first kernel.
+  // The offsets follow from the row count, the span count and the table stride, which a graph's key
+  // fixes, so a graph's baked addresses stay right as long as no region moves (growth bumps the
+  // memory epoch). Picks go straight to the entry's mapped host memory likewise.
   MetadataPacker packer;
   const std::size_t at_tokens = packer.add(tokens), at_from = packer.add(from), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
                     at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first),
                     at_tables = packer.add(tables), at_logit_rows = packer.add(rows);
-  std::byte* host_meta = io.meta_host.get<std::byte>(packer.bytes());
-  packer.pack(host_meta);
-  std::byte* meta = s.meta.get<std::byte>(packer.bytes());
-  // Before the copy is queued: growing the picks may synchronise the stream.
+  auto pinned = [](cuda::PinnedBuffer& buf, std::size_t bytes) {
+    const void* before = buf.get<std::byte>(0);
+    std::byte* p = buf.get<std::byte>(bytes);
+    if (p != before) ++g_memory_epoch;
+    return p;
+  };
+  // The entries grow together: a growth moves what graphs bake (a new epoch), once for both.
+  for (StepIo& e : io_) {
+    pinned(e.meta_host, packer.bytes());
+    pinned(e.picks_host, static_cast<std::size_t>(R) * sizeof(int32_t));
+  }
+  packer.pack(io.meta_host.get<std::byte>(packer.bytes()));
+  s.meta_src = io.meta_host.device_view<std::byte>();
+  s.meta_bytes = packer.bytes();
+  s.picks_mirror = argmax ? io.picks_host.device_view<int32_t>() : nullptr;
+  std::byte* meta = s.meta_dst = s.meta.get<std::byte>(packer.bytes());
   int32_t* picks = s.picks_for(R, stream_);
-  QWENRT_CUDA_CHECK(cudaMemcpyAsync(meta, host_meta, packer.bytes(), cudaMemcpyHostToDevice, stream_));
-  QWENRT_CUDA_CHECK(cudaEventRecord(io.meta_sent, stream_));
   auto at = [&](std::size_t off) { return reinterpret_cast<const int32_t*>(meta + off); };
   s.rows = {at(at_tokens), at(at_from), at(at_pos32), at(at_slot), at(at_seq), at(at_first), at(at_logit_rows), at(at_tables),
             reinterpret_cast<const int64_t*>(meta + at_pos64), picks};
 
   float* logits = nullptr;
+  try {
+    logits = run_step(lay, cs, R, graphable, static_cast<int>(&io - io_.data()), argmax);
+  } catch (...) {
+    cudaStreamSynchronize(stream_);  // nothing it enqueued may still read this entry's buffers
+    throw;
+  }
+  QWENRT_CUDA_CHECK(cudaEventRecord(io.done, stream_));
+  return logits;
+}
+
+float* CudaForward::run_step(const RowLayout& lay, CacheState& cs, int64_t R, bool graphable, int io_index, bool argmax) {
+  const int64_t T = lay.total_rows;
+  float* logits = nullptr;
   if (!graphable) {
-    logits = run_layers(lay, cs, R);
+    logits = run_layers(lay, cs, R, argmax);
   } else {
     // First sight of a shape (or memory moved since): run it eagerly, so every buffer it needs
-    // exists. Second sight: capture. Then replay.
-    Graph& g = graphs_[{T, max_len_, max_blocks_per_seq_, cs.serial}];
+    // exists. Later sights: capture (a graph per StepIo entry: it bakes the entry's pinned
+    // buffers), then replay.
+    const auto shape = std::make_tuple(T, max_len_, max_blocks_per_seq_, cs.serial, argmax);
+    Graph& g = graphs_[std::tuple_cat(shape, std::make_tuple(io_index))];
+    uint64_t& seen = shapes_seen_[shape];
     if (g.exec && g.epoch == g_memory_epoch) {
       QWENRT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
       logits = g.logits;
-    } else if (g.seen_epoch == g_memory_epoch) {
+    } else if (seen == g_memory_epoch) {
       if (g.exec) cudaGraphExecDestroy(g.exec);
       g.exec = nullptr;
       cudaGraph_t graph;
       QWENRT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       try {
-        g.logits = run_layers(lay, cs, R);
+        g.logits = run_layers(lay, cs, R, argmax);
       } catch (...) {
         cudaStreamEndCapture(stream_, &graph);
         throw;
@@ -597,19 +620,20 @@ const float* CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
       QWENRT_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
       logits = g.logits;
     } else {
-      logits = run_layers(lay, cs, R);
-      g.seen_epoch = g_memory_epoch;
+      logits = run_layers(lay, cs, R, argmax);
+      seen = g_memory_epoch;
     }
   }
   return logits;
 }
 
-float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) {
+float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R, bool argmax) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int64_t T = lay.total_rows, H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* h = s.h.get<float>(static_cast<std::size_t>(T * H));
+  cuda::copy_in_kernel(s.meta_src, s.meta_dst, s.meta_bytes, stream_);
   cuda::embed_rows(s.rows.tokens, s.rows.from, s.rows.picks, T, weights_.embed.data, H, h, stream_);
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& L = weights_.layers[i];
@@ -625,6 +649,10 @@ float* CudaForward::run_layers(const RowLayout& lay, CacheState& cs, int64_t R) 
   cuda::rms_norm_rows(h, H, weights_.final_norm, xf, H, R, H, eps, stream_, s.rows.logit_rows);
   float* logits = s.logits.get<float>(static_cast<std::size_t>(R * V));
   matmul("lm_head", xf, R, H, H, {{weights_.lm_head, logits, V}});
+  if (argmax) {
+    const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, V);
+    cuda::argmax_rows(logits, V, R, V, s.rows.picks, stream_, s.argmax_ws.get<std::byte>(ws_bytes), ws_bytes, s.picks_mirror);
+  }
   return logits;
 }
 

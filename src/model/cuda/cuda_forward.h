@@ -53,17 +53,18 @@ class CudaForward final : public DeviceForward {
   struct CacheState;
   // A step's host side: two of them, so that a step can be queued while the one before runs.
   struct StepIo {
-    cuda::PinnedBuffer meta_host, picks_host;
-    cudaEvent_t meta_sent = nullptr;  // its metadata has left meta_host
-    cudaEvent_t done = nullptr;       // its picks are in picks_host
-    int64_t rows = 0;                 // picked rows
+    cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them
+    cudaEvent_t done = nullptr;                 // the step is done with them (its picks are there)
+    int64_t rows = 0;                           // picked rows
   };
   CacheState& cache_state(ModelCache& cache);
   StepIo& next_io();  // the entry the next step uses (one not in flight)
-  // Uploads the step's metadata through `io` and enqueues its layers (eagerly or as a graph);
-  // returns the device logits of the wanted rows, `rows` of them.
-  const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, StepIo& io, int64_t& rows);
-  float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows);  // enqueues; returns device logits
+  // Packs the step's metadata into `io` and enqueues its layers (eagerly or as a graph), with the
+  // argmax of each wanted row into io.picks_host when `argmax`; returns the device logits of the
+  // wanted rows, `rows` of them.
+  const float* enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, StepIo& io, bool argmax, int64_t& rows);
+  float* run_step(const RowLayout& layout, CacheState& cs, int64_t logit_rows, bool graphable, int io_index, bool argmax);
+  float* run_layers(const RowLayout& layout, CacheState& cs, int64_t logit_rows, bool argmax);  // enqueues; returns device logits
   // `part` names the product for QWENRT_CUDA_PROFILE.
   void matmul(const char* part, const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::initializer_list<MatmulTarget> targets);
   // Products of the normalised residual: x·Wᵀ for each target with x = RMSNorm(h) · norm_w.
@@ -86,14 +87,16 @@ class CudaForward final : public DeviceForward {
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<cuda::CublasGemm> cublas_;  // loaded on the first call of more than 8 rows
   std::unique_ptr<cuda::DeltaNetWindow> window_;  // the DeltaNet layout of the current window step
-  // Decode graphs by (rows, length bound, table stride, cache): captured on a shape's second
-  // step, replayed after; stale once device memory has moved (epoch).
+  // Decode graphs by (rows, length bound, table stride, cache, argmax, StepIo entry): captured once
+  // the shape has run eagerly, replayed after; stale once device or pinned memory has moved (epoch).
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     float* logits = nullptr;
-    uint64_t epoch = 0, seen_epoch = 0;
+    uint64_t epoch = 0;
   };
-  std::map<std::tuple<int64_t, int64_t, int, uint64_t>, Graph> graphs_;
+  using GraphShape = std::tuple<int64_t, int64_t, int, uint64_t, bool>;
+  std::map<std::tuple<int64_t, int64_t, int, uint64_t, bool, int>, Graph> graphs_;
+  std::map<GraphShape, uint64_t> shapes_seen_;  // the epoch in which a shape last ran eagerly
   bool use_graphs_ = true;  // QWENRT_CUDA_GRAPHS=0 runs every step eagerly
   // QWENRT_CUDA_PROFILE=1: GPU time per part of the forward pass, printed to stderr at the end
   // (steps then run eagerly).
