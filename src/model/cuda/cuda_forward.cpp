@@ -71,8 +71,8 @@ bool follows(const CudaMatrix& a, const CudaMatrix& b) { return b.data == a.data
 
 // Activations of one step, sized for its rows.
 struct CudaForward::Scratch {
-  // The step's row metadata: packed on the host in pinned memory (StepIo), sent with one copy
-  // into `meta`, read through `rows`.
+  // The step's row metadata: packed on the host in mapped pinned memory (StepIo), copied into
+  // `meta` by the step's first kernel, read through `rows`.
   Growable meta;
   const std::byte* meta_src = nullptr;  // the step's packed metadata (mapped pinned memory) ...
   std::byte* meta_dst = nullptr;        // ... and where its first kernel copies it (`meta`)
