@@ -45,23 +45,44 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
 
   const double t1 = now_s();
   std::vector<int32_t> output;
-  while (st.generated_tokens < opt.max_tokens) {
-    const SampledToken tok = argmax_only ? SampledToken{picked[0], std::numeric_limits<float>::quiet_NaN(), {}}
-                                         : sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
-    output.push_back(tok.id);
-    ++st.generated_tokens;
-    const bool keep_going = on_token(tok);
-    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok.id) != opt.stop_ids.end()) {
-      st.finish = GenerationStats::Finish::StopId;
-      break;
+  // Picks on the model's side run one step ahead of the host: the step that feeds a token is queued
+  // (taking the pick on the device) before the token goes to on_token, so the callback and the
+  // checks overlap the next step. A generation that stops then had that step computed for nothing.
+  bool queued = false;
+  try {
+    while (st.generated_tokens < opt.max_tokens) {
+      if (argmax_only && st.generated_tokens + 1 < opt.max_tokens) {
+        Step next{Phase::Decode, {{slot, {0}}}, false};
+        next.sequences[0].from_previous = 0;
+        model.submit_argmax(next, cache, pool);
+        queued = true;
+      }
+      const SampledToken tok = argmax_only ? SampledToken{picked[0], std::numeric_limits<float>::quiet_NaN(), {}}
+                                           : sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
+      output.push_back(tok.id);
+      ++st.generated_tokens;
+      const bool keep_going = on_token(tok);
+      if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok.id) != opt.stop_ids.end()) {
+        st.finish = GenerationStats::Finish::StopId;
+        break;
+      }
+      if (!keep_going) {
+        st.finish = GenerationStats::Finish::Callback;
+        break;
+      }
+      if (st.generated_tokens >= opt.max_tokens) break;
+      if (argmax_only) {
+        model.collect_argmax(picked);
+        queued = false;
+      } else {
+        step({Phase::Decode, {{slot, {tok.id}}}, false});
+      }
     }
-    if (!keep_going) {
-      st.finish = GenerationStats::Finish::Callback;
-      break;
-    }
-    if (st.generated_tokens >= opt.max_tokens) break;
-    step({Phase::Decode, {{slot, {tok.id}}}, false});
+  } catch (...) {
+    if (queued) model.discard_argmax();
+    throw;
   }
+  if (queued) model.discard_argmax();
   st.decode_s = now_s() - t1;
   return st;
 }

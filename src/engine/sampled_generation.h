@@ -24,7 +24,9 @@ struct GenerationStats {
 };
 
 // on_token returns false to stop. The cache slot must be fresh or hold exactly a prefix of the
-// prompt (its rows are reused, the rest is prefilled).
+// prompt (its rows are reused, the rest is prefilled). Afterwards it holds the prompt and the
+// generated tokens, all of them or all but the last (greedy picks on the model's side run a step
+// ahead: a stop there has already fed the last token).
 GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, int slot, const std::vector<int32_t>& prompt,
                                  const SampledGenerationOptions& options,
                                  const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool);

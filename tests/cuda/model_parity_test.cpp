@@ -10,6 +10,7 @@
 
 #include "cuda/gpu_test_support.h"
 #include "engine/greedy_generation.h"
+#include "engine/sampled_generation.h"
 #include "formats/json_file.h"
 #include "formats/npy.h"
 #include "model/cuda/cuda_forward.h"
@@ -150,6 +151,29 @@ TEST_P(CudaParity, QueuedArgmaxStepsPickWhatOneAtATimeDoes) {
   const auto [queued, one] = test::queued_and_one_at_a_time(*model_, ref_.prompt, 8, pool_);
   EXPECT_EQ(queued, one) << GetParam();
   EXPECT_EQ(one.size(), 2u + 3 * 2 + 5);
+}
+
+// Sampling at temperature 0 picks on the GPU one step ahead of the host (a stop id and the
+// callback ending it on time) and gives greedy generation's tokens.
+TEST_P(CudaParity, SampledAtTemperatureZeroIsGreedy) {
+  GenerationOptions greedy;
+  greedy.max_tokens = 8;
+  const auto want = generate_greedy(*model_, {ref_.prompt}, greedy, pool_)[0];
+  for (int64_t stop_after : {int64_t{0}, int64_t{3}}) {
+    SampledGenerationOptions opt;
+    opt.sampling.temperature = 0.0f;
+    opt.max_tokens = 8;
+    ModelCache cache = model_->new_cache(1);
+    const int slot = cache.acquire();
+    std::vector<int32_t> got;
+    generate_sampled(*model_, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
+      got.push_back(t.id);
+      return static_cast<int64_t>(got.size()) != stop_after;
+    }, pool_);
+    const std::size_t n = stop_after ? static_cast<std::size_t>(stop_after) : want.size();
+    EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(n))) << GetParam();
+    EXPECT_EQ(model_->argmax_in_flight(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, ::testing::ValuesIn(test::fixture_names()),

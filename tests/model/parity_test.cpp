@@ -251,6 +251,40 @@ TEST_P(Parity, SampledAtTemperatureZeroIsGreedy) {
   EXPECT_EQ(got, want) << GetParam();
 }
 
+// Greedy sampled generation runs a step ahead of the host; a stop id, the callback and max_tokens
+// still end it at the same token, the slot holding the prompt and all or all but the last generated
+// token, and the model is left with no step in flight.
+TEST_P(Parity, SampledGreedyStopsWhereItShould) {
+  const auto model = Qwen35Model::load(dir_);
+  GenerationOptions greedy;
+  greedy.max_tokens = 6;
+  const auto want = generate_greedy(model, {ref_.prompt}, greedy, pool_)[0];
+  struct Case {
+    int64_t max_tokens;
+    std::vector<int32_t> stop_ids;
+    std::size_t callback_stops_at;  // tokens handed over before on_token returns false (0: never)
+    std::size_t expect;
+  };
+  const auto first_stop = static_cast<std::size_t>(std::find(want.begin(), want.end(), want[2]) - want.begin()) + 1;
+  for (const Case& c : {Case{6, {}, 0, 6}, Case{1, {}, 0, 1}, Case{6, {want[2]}, 0, first_stop}, Case{6, {}, 4, 4}}) {
+    SampledGenerationOptions opt;
+    opt.sampling.temperature = 0.0f;
+    opt.max_tokens = c.max_tokens;
+    opt.stop_ids = c.stop_ids;
+    ModelCache cache(model.config(), 1);
+    const int slot = cache.acquire();
+    std::vector<int32_t> got;
+    generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
+      got.push_back(t.id);
+      return got.size() != c.callback_stops_at;
+    }, pool_);
+    EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(c.expect))) << GetParam() << " max " << c.max_tokens;
+    const int64_t held = cache.length(slot) - static_cast<int64_t>(ref_.prompt.size());
+    EXPECT_TRUE(held == static_cast<int64_t>(got.size()) || held == static_cast<int64_t>(got.size()) - 1) << GetParam() << " holds " << held;
+    EXPECT_EQ(model.argmax_in_flight(), 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(test::fixture_names()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);
