@@ -177,7 +177,7 @@ int run_bench(const Args& args) {
       submit_decode(chained_first || g > 0);
       if (model->argmax_in_flight() == Qwen35Model::kArgmaxInFlight) model->collect_argmax(picked);
     }
-    while (model->argmax_in_flight() > 0) model->collect_argmax(picked);
+    model->discard_argmax();  // waits for the steps still queued
   };
   const int64_t warm_steps = 1 + 2 * Qwen35Model::kArgmaxInFlight;
   run_queued(warm_steps, false);

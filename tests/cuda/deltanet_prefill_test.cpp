@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
+#include "backend/cuda/wgmma_probe.h"
 #include "cuda/deltanet_reference.h"
 #include "cuda/gpu_test_support.h"
 
@@ -27,8 +30,9 @@ struct Errors {
 
 // A window of spans through the chunked kernels against the CPU reference run row by row. Inputs,
 // rings and states are random; rows are interleaved with padding so dense-row assumptions fail.
+// out_bits / state_bits, where given, receive the output and the states as they came back.
 Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak_decay, unsigned seed,
-                  int64_t out_pad = 16) {
+                  int64_t out_pad = 16, std::vector<uint16_t>* out_bits = nullptr, std::vector<float>* state_bits = nullptr) {
   std::mt19937 rng(seed);
   const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng, weak_decay);
   std::vector<cuda::DeltaNetSpan> spans;
@@ -117,6 +121,8 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
   }
   std::printf("[ deltanet prefill nk %d nv %d%s ] worst output rel L2 %.2e, worst state rel L2 %.2e\n", nk, nv,
               weak_decay ? " weak decay" : "", worst.out, worst.state);
+  if (out_bits) *out_bits = out;
+  if (state_bits) *state_bits = got_state;
   return worst;
 }
 
@@ -149,6 +155,50 @@ TEST(DeltaNetPrefill, MatchesCpuRowByRowWithAnOddOutputStride) {
 TEST(DeltaNetPrefill, MatchesCpuRowByRowAt27BShapes) {
   QWENRT_REQUIRE_GPU();
   run_window(16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 24);
+}
+
+// Blocks of 64 state columns (value heads >= 32) on warpgroup products (QWENRT_CUDA_STATE_WGMMA=1)
+// against the mma.sync kernel on the same window: each within the bounds against the CPU, the
+// same bits run to run, and the two within f32 rounding of each other (the same products in the
+// same order per accumulator: the CPU emulator of both gives the same bits).
+TEST(DeltaNetPrefill, StateOnWarpgroupProductsMatchesMmaSync) {
+  QWENRT_REQUIRE_GPU();
+  if (!cuda::wgmma_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
+  struct Case {
+    int nk, nv, slots;
+    std::vector<SpanCase> spans;
+    bool weak;
+    unsigned seed;
+  };
+  const std::vector<Case> cases = {{2, 32, 8, kMixed, false, 27}, {1, 32, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 28},
+                                   {16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 29}};
+  const char* before = std::getenv("QWENRT_CUDA_STATE_WGMMA");
+  const std::string saved = before ? before : "";
+  for (const Case& c : cases) {
+    std::vector<uint16_t> out_w, out_w2, out_m;
+    std::vector<float> state_w, state_w2, state_m;
+    setenv("QWENRT_CUDA_STATE_WGMMA", "1", 1);
+    run_window(c.nk, c.nv, c.slots, c.spans, c.weak, c.seed, 16, &out_w, &state_w);
+    run_window(c.nk, c.nv, c.slots, c.spans, c.weak, c.seed, 16, &out_w2, &state_w2);
+    setenv("QWENRT_CUDA_STATE_WGMMA", "0", 1);
+    run_window(c.nk, c.nv, c.slots, c.spans, c.weak, c.seed, 16, &out_m, &state_m);
+    EXPECT_TRUE(out_w == out_w2 && state_w == state_w2) << "wgmma state kernel: two runs differ";
+    std::vector<float> ow(out_w.size()), om(out_m.size());
+    for (std::size_t i = 0; i < out_w.size(); ++i) {
+      ow[i] = out_w[i] == 0xffff ? 0.0f : bf16_to_f32(out_w[i]);  // padding (NaN) as zero
+      om[i] = out_m[i] == 0xffff ? 0.0f : bf16_to_f32(out_m[i]);
+    }
+    const double out_diff = relative_l2(ow, std::vector<double>(om.begin(), om.end()));
+    const double state_diff = relative_l2(state_w, std::vector<double>(state_m.begin(), state_m.end()));
+    std::printf("[ deltanet prefill nk %d nv %d ] wgmma vs mma.sync state kernel: output rel L2 %.2e, states %.2e%s\n", c.nk, c.nv,
+                out_diff, state_diff, out_w == out_m && state_w == state_m ? " (same bits)" : "");
+    EXPECT_LT(out_diff, 1e-3);
+    EXPECT_LT(state_diff, 1e-5);
+  }
+  if (before)
+    setenv("QWENRT_CUDA_STATE_WGMMA", saved.c_str(), 1);
+  else
+    unsetenv("QWENRT_CUDA_STATE_WGMMA");
 }
 
 // `output` runs beside `state`, each of its blocks waiting on a counter for its chunk: a missing

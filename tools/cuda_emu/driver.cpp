@@ -2,6 +2,7 @@
 // row-by-row reference with the CPU layer's arithmetic.
 #include <cuda_runtime_api.h>
 #include "backend/cuda/deltanet_prefill.h"
+#include "backend/cuda/wgmma_probe.h"
 #include <random>
 #include <vector>
 #include <cstdio>
@@ -69,6 +70,8 @@ float bf2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f
 
 struct SpanCase { int rows, start_position, slot; };
 int failures = 0;
+std::vector<uint16_t> g_out;  // the last window's output and states, bit for bit
+std::vector<float> g_state;
 void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak, unsigned seed, int64_t out_pad = 16) {
   std::mt19937 rng(seed);
   const Layer L = random_layer(nk, nv, rng, weak);
@@ -131,6 +134,8 @@ void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases,
     worst_state = std::isnan(err) ? INFINITY : std::max(worst_state, std::sqrt(err / nrm));
     state_pad_ok &= std::equal(d_state.begin() + first + used, d_state.begin() + first + rec_slot, state0.begin() + first + used);
   }
+  g_out = d_out;
+  g_state = d_state;
   const bool ok = worst_out < 4e-3 && worst_state < 2e-3 && pad_ok && ring_ok && unused_ok && state_pad_ok;
   failures += !ok;
   std::printf("[nk %d nv %d%s] output rel L2 worst %.2e mean %.2e (tol 4e-3), state worst %.2e (tol 2e-3); ring %s, padding %s, unused slots %s, state padding %s\n",
@@ -139,16 +144,38 @@ void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases,
   std::fflush(stdout);
 }
 
+int wgmma_check();
+// The emulator has Hopper's warpgroup products (mock/backend/cuda/wgmma.cuh);
+// QWENRT_CUDA_STATE_WGMMA=1 runs the state kernel on them, as on the GPU.
+bool qwenrt::cuda::wgmma_available() { return true; }
+
 int main(int argc, char** argv) {
   emu::g_policy = argc > 1 ? std::atoi(argv[1]) : 0;
   emu::g_eager_copies = argc > 2 && std::atoi(argv[2]) != 0;
   emu::g_seed = argc > 3 ? std::atoi(argv[3]) : 1;
   const int which = argc > 4 ? std::atoi(argv[4]) : -1;
+  if (which < 0 || which == 5) failures += wgmma_check();
   const std::vector<SpanCase> kMixed = {{1, 0, 3}, {64, 5, 0}, {150, 0, 5}, {3, 2, 1}, {70, 300, 6}};
   if (which < 0 || which == 0) run_window(2, 2, 8, kMixed, false, 21);
   if (which < 0 || which == 1) run_window(2, 6, 8, kMixed, false, 22);
   if (which < 0 || which == 2) run_window(1, 2, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 23);
   if (which < 0 || which == 3) run_window(16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 24);
   if (which < 0 || which == 4) run_window(2, 4, 8, kMixed, false, 25, 3);  // an odd output row stride
+  // Value heads >= 32: blocks of 64 state columns, the wgmma state kernel, then the mma.sync one
+  // on the same data: the same products in the same order per accumulator, so the same bits.
+  auto both_state_kernels = [](auto run) {
+    setenv("QWENRT_CUDA_STATE_WGMMA", "1", 1);
+    run();
+    const auto out = g_out;
+    const auto state = g_state;
+    setenv("QWENRT_CUDA_STATE_WGMMA", "0", 1);
+    run();
+    unsetenv("QWENRT_CUDA_STATE_WGMMA");
+    const bool same = out == g_out && std::memcmp(state.data(), g_state.data(), state.size() * sizeof(float)) == 0;
+    std::printf("  wgmma state kernel vs mma.sync: %s\n", same ? "same bits" : "DIFFERENT");
+    failures += !same;
+  };
+  if (which < 0 || which == 6) both_state_kernels([&] { run_window(2, 32, 8, kMixed, false, 26); });
+  if (which < 0 || which == 7) both_state_kernels([] { run_window(1, 32, 2, {{300, 0, 1}, {129, 7, 0}}, true, 27); });
   return failures;
 }

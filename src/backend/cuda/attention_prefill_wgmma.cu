@@ -11,6 +11,7 @@
 #include "backend/cuda/attention_prefill_tile.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/wgmma.cuh"
+#include "backend/cuda/wgmma_probe.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -90,34 +91,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_wgmma_kernel
   write_output(p, tile, o, rows, warp, g, t);
 }
 
-// 1 where this build has the sm_90a code and runs on it.
-__global__ void wgmma_probe_kernel(int* out) {
-#ifdef QWENRT_WGMMA
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
-
 }  // namespace
 
 std::size_t attention_prefill_wgmma_shared_bytes() { return kSmemBytes; }
 
-bool attention_prefill_wgmma_available() {
-  static const bool available = [] {
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9) return false;
-    int* flag = nullptr;
-    int host = 0;
-    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
-    wgmma_probe_kernel<<<1, 1>>>(flag);
-    const bool ok = cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(flag);
-    return ok && host == 1;
-  }();
-  return available;
-}
+bool attention_prefill_wgmma_available() { return wgmma_available(); }
 
 void launch_attention_prefill_wgmma(const prefill::Params& p, int64_t blocks, cudaStream_t stream) {
   auto kernel = attention_prefill_wgmma_kernel;

@@ -1,6 +1,11 @@
 // The `state` kernel of the chunked DeltaNet window (deltanet_prefill.h).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/deltanet_chunks.cuh"
+#include "backend/cuda/wgmma_probe.h"
 
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
@@ -207,11 +212,26 @@ void launch_state_slices(const DeltaNetDecodeArgs& p, const Work& work, int span
 
 }  // namespace
 
-std::size_t state_shared_bytes(int nv) { return state_slice_columns(nv) == 64 ? sizeof(StateSmem<64>) : sizeof(StateSmem<32>); }
+// Blocks of 64 columns may run on warpgroup products where the build and the GPU have them
+// (deltanet_chunk_state_wgmma.cu): QWENRT_CUDA_STATE_WGMMA=1 asks for it. Off by default until it
+// has run on the H200 (it matches the mma.sync kernel bit for bit in tools/cuda_emu). Read at every
+// launch, so a test can run both.
+static bool state_on_wgmma(int nv) {
+  if (state_slice_columns(nv) != 64 || !wgmma_available()) return false;
+  const char* v = std::getenv("QWENRT_CUDA_STATE_WGMMA");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+std::size_t state_shared_bytes(int nv) {
+  if (state_slice_columns(nv) == 32) return sizeof(StateSmem<32>);
+  return std::max(sizeof(StateSmem<64>), state_on_wgmma(nv) ? state_wgmma_shared_bytes() : std::size_t{0});
+}
 
 void launch_state(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream) {
   if (work.slices * state_slice_columns(p.nv) != kD) fail("deltanet_prefill: the window's state slices do not match its heads");
-  if (state_slice_columns(p.nv) == 64)
+  if (state_on_wgmma(p.nv))
+    launch_state_wgmma(p, work, spans, stream);
+  else if (state_slice_columns(p.nv) == 64)
     launch_state_slices<64>(p, work, spans, stream);
   else
     launch_state_slices<32>(p, work, spans, stream);

@@ -149,10 +149,14 @@ __device__ __forceinline__ void copy_tile_async(T* dst, int ld_dst, const T* src
 void launch_prepare(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream);
 void launch_ring(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream);
 void launch_state(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream);
+// `state` on warpgroup products (deltanet_chunk_state_wgmma.cu), for blocks of 64 state columns on
+// sm_90a; launch_state picks it where it can.
+void launch_state_wgmma(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream);
 void launch_output(const DeltaNetDecodeArgs& p, const Work& work, int chunks, cudaStream_t stream);
 // Their shared memory per block.
 std::size_t prepare_shared_bytes();
 std::size_t state_shared_bytes(int nv);
+std::size_t state_wgmma_shared_bytes();
 std::size_t output_shared_bytes();
 
 }  // namespace qwenrt::cuda::deltanet_chunks

@@ -7,28 +7,13 @@
 // Built for other GPUs these compile to a trap; callers check wgmma_available() first.
 #include <cstdint>
 
+#include "backend/cuda/wgmma_layout.cuh"
+
 namespace qwenrt::cuda {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define QWENRT_WGMMA 1
 #endif
-
-// A tile of `rows` head rows of 256 bf16 in the 128-byte-swizzle layout of wgmma: four column
-// blocks of 64 elements ([rows x 128 B] each, one after the other); row r of a block at r*128 with
-// its 16-byte chunk c stored at chunk c ^ (r % 8). The tile must start at a 1024-byte boundary
-// (the hardware applies the swizzle to address bits, 1024 bytes = 8 rows being its period).
-// Returns the byte offset of (row, chunk) for chunk 0..31 of the 512-byte row.
-__device__ __forceinline__ uint32_t wgmma_tile_offset(int rows, int row, int chunk) {
-  return static_cast<uint32_t>((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
-}
-
-// Descriptor of a 128-byte-swizzled operand at shared address `addr`: `stride_bytes` between
-// 8-row groups along the swizzled rows (1024 here), `lead_bytes` between column blocks where an
-// instruction spans more than one (N-major B wider than 64), else unused.
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>((lead_bytes >> 4) & 0x3FFF) << 16 |
-         static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
-}
 
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef QWENRT_WGMMA
@@ -92,6 +77,34 @@ __device__ __forceinline__ void wgmma_64x256_rs_nmajor(float (&d)[128], const ui
         QWENRT_WGMMA_D8(40), QWENRT_WGMMA_D8(48), QWENRT_WGMMA_D8(56), QWENRT_WGMMA_D8(64), QWENRT_WGMMA_D8(72),
         QWENRT_WGMMA_D8(80), QWENRT_WGMMA_D8(88), QWENRT_WGMMA_D8(96), QWENRT_WGMMA_D8(104), QWENRT_WGMMA_D8(112),
         QWENRT_WGMMA_D8(120)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+
+// d (+)= A·B, m64n64k16: A [64 x 16] K-major and B [16 x 64] N-major (imm-trans-b), both in shared
+// memory. Accumulators as wgmma_64x64_ss's.
+__device__ __forceinline__ void wgmma_64x64_ss_nmajor(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#ifdef QWENRT_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1;\n}"
+      : QWENRT_WGMMA_D8(0), QWENRT_WGMMA_D8(8), QWENRT_WGMMA_D8(16), QWENRT_WGMMA_D8(24)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+
+// d (+)= A·B, m64n64k16: A [64 x 16] from registers (mma.sync's A fragment of rows 16w.., per warp)
+// and B [16 x 64] K-major in shared memory. Accumulators as wgmma_64x64_ss's.
+__device__ __forceinline__ void wgmma_64x64_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
+#ifdef QWENRT_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
+      : QWENRT_WGMMA_D8(0), QWENRT_WGMMA_D8(8), QWENRT_WGMMA_D8(16), QWENRT_WGMMA_D8(24)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 #else
   __trap();

@@ -45,6 +45,8 @@ struct Fiber {
   bool done = false;
   std::vector<Pending> pending;
   int group = 0;  // groups committed so far
+  std::vector<std::pair<int, std::function<void()>>> wgmma_ops;  // (group, the product), issued, not yet waited on
+  int wgmma_groups = 0;                                            // wgmma groups committed so far
 };
 struct Block {
   dim3 block_idx, grid_dim, block_dim;
@@ -179,6 +181,8 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t smem_bytes, Args..
         }
         for (auto& f : b.fibers)
           if (!f.pending.empty()) { std::fprintf(stderr, "cp.async left pending at exit\n"); }
+        for (auto& f : b.fibers)
+          if (!f.wgmma_ops.empty()) { std::fprintf(stderr, "wgmma left without a wait at exit\n"); std::abort(); }
         g_block = nullptr;
       }
 }
