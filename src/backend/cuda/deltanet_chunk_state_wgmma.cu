@@ -130,6 +130,22 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
       }
     }
     const float g_last = in.gcum[kC - 1], gamma = expf(g_last);
+    // The update's A fragments (wgmma reads them until its wait, so all are loaded first), here
+    // where their loads overlap Δ: K_hiᵀ from the K tile, K_loᵀ as `prepare` laid them out (rows
+    // 16w.. of the 128, in lane order).
+    uint32_t khi[kC / 16][4], klo[kC / 16][4];
+    {
+      const uint32_t k_tile = smem_addr(&in.k[0][0]);
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        load_a_t(khi[ks], k_tile, kLd128, 16 * warp, 16 * ks, lane);
+        const uint4 v = in.klo[ks * 8 * 32 + 32 * warp + lane];
+        klo[ks][0] = v.x;
+        klo[ks][1] = v.y;
+        klo[ks][2] = v.z;
+        klo[ks][3] = v.w;
+      }
+    }
     // Δ' = −U + W S₀ on warpgroup 0 (Δ = −Δ'); to shared memory transposed, times e^{G_C−G_t},
     // hi and lo, as the update's K-major B. (`output` makes the same Δ again from the snapshot.)
     if (warp < 4) {
@@ -146,6 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
         d[4 * j + 3] = -u1.y;
       }
       const uint32_t w_tile = smem_addr(in.w);
+      const float w0 = expf(g_last - in.gcum[row]), w1 = expf(g_last - in.gcum[row + 8]);  // while Δ runs
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk)
@@ -154,7 +171,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_hold(d);
-      const float w0 = expf(g_last - in.gcum[row]), w1 = expf(g_last - in.gcum[row + 8]);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -174,19 +190,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
     // chunk, in the mma.sync kernel's order.
 #pragma unroll
     for (int i = 0; i < 32; ++i) s[i] *= gamma;
-    // The A fragments, all before the first product (wgmma reads them until its wait): K_hiᵀ from
-    // the K tile, K_loᵀ as `prepare` laid them out (rows 16w.. of the 128, in lane order).
-    uint32_t khi[kC / 16][4], klo[kC / 16][4];
-    const uint32_t k_tile = smem_addr(&in.k[0][0]);
-#pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks) {
-      load_a_t(khi[ks], k_tile, kLd128, 16 * warp, 16 * ks, lane);
-      const uint4 v = in.klo[ks * 8 * 32 + 32 * warp + lane];
-      klo[ks][0] = v.x;
-      klo[ks][1] = v.y;
-      klo[ks][2] = v.z;
-      klo[ks][3] = v.w;
-    }
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
