@@ -106,9 +106,7 @@ void Qwen35Model::submit_argmax(const Step& step, ModelCache& cache, ThreadPool&
     if (s.from_previous >= previous_rows_)
       fail("slot ", s.slot, " takes row ", s.from_previous, " of the previous step's picks, which has ", previous_rows_);
   const RowLayout lay = layout(step, cache);
-  int64_t rows = 0;
-  if (step.all_logits) rows = lay.total_rows;
-  else rows = static_cast<int64_t>(lay.spans.size());
+  const int64_t rows = step.all_logits ? lay.total_rows : static_cast<int64_t>(lay.spans.size());
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
   if (device_forward_) {
     device_forward_->submit_argmax(step, lay, cache);

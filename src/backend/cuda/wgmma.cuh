@@ -1,10 +1,11 @@
 #pragma once
-// Hopper warpgroup tensor-core products (wgmma, sm_90a only) and the shared-memory tile layout they
-// read. Four warps (a warpgroup) compute one m64 x N x k16 product together; operands in shared
-// memory are named by 64-bit descriptors, A may also come from registers. The instructions run
-// asynchronously: fence, issue, commit, then wait before touching the accumulators.
+// Hopper warpgroup tensor-core products (wgmma, sm_90a only). Four warps (a warpgroup) compute one
+// m64 x N x k16 product together; operands in shared memory are named by 64-bit descriptors, A may
+// also come from registers. The instructions run asynchronously: fence, issue, commit, then wait
+// before touching the accumulators.
 //
-// Built for other GPUs these compile to a trap; callers check wgmma_available() first.
+// Built for other GPUs these compile to a trap; callers check wgmma_available() (wgmma_probe.h)
+// first. Tile layout and descriptors: wgmma_layout.cuh.
 #include <cstdint>
 
 #include "backend/cuda/wgmma_layout.cuh"
