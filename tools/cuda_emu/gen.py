@@ -3,7 +3,7 @@
 #   gen.py SRC_DIR OUT_DIR
 import re, sys, os
 src_dir, out_dir = sys.argv[1], sys.argv[2]
-for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_chunk_state_wgmma.cu', 'deltanet_chunk_output.cu', 'deltanet_prefill.cu']:
+for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_chunk_state_wgmma.cu', 'deltanet_chunk_output.cu', 'deltanet_prefill.cu', 'wgmma_forms_check.cu']:
     s = open(os.path.join(src_dir, name)).read()
     s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
     def launch(m):
