@@ -10,10 +10,8 @@ cd "$(dirname "$0")/.."
 var=${1:?usage: gpu_decode_ab.sh ENV_VAR [BIN_DIR [OFF ON]]}
 bin=${2:-.gpu}
 values=("${3:-0}" "${4:-1}")
-if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
-  mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
-fi
 source scripts/gpu_libs.sh  # (the working directory is the repository root)
+bin=$(gpu_bin_dir "$bin")
 printf '%-12s %-6s %-12s %-12s\n' model batch "$var=${values[0]}" "$var=${values[1]}"
 for cfg in 0.8b:1 9b:1 27b:1 27b:8 27b:64; do
   IFS=: read -r size batch <<<"$cfg"

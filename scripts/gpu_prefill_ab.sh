@@ -10,10 +10,8 @@ cd "$(dirname "$0")/.."
 var=${1:?usage: gpu_prefill_ab.sh ENV_VAR [BIN_DIR [OFF ON]]}
 bin=${2:-.gpu}
 values=("${3:-0}" "${4:-1}")
-if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
-  mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
-fi
 source scripts/gpu_libs.sh  # (the working directory is the repository root)
+bin=$(gpu_bin_dir "$bin")
 for round in 1 2; do
   for v in 0 1; do
     echo "== round $round, $var=${values[$v]}: DeltaNet window (ms per layer)"

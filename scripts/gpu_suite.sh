@@ -12,11 +12,9 @@ quick=${2:-}
 keep=${OUT:-/tmp/qwenrt-gpu}
 out=/tmp/qwenrt-gpu-logs
 mkdir -p "$out" "$keep"
-if [ -f "$bin/qwenrt-gpu.tar.xz" ]; then
-  mkdir -p /tmp/qwenrt-gpu-bin && tar -C /tmp/qwenrt-gpu-bin -xJf "$bin/qwenrt-gpu.tar.xz" && bin=/tmp/qwenrt-gpu-bin
-fi
 export QWENRT_SOURCE_DIR=$PWD  # the fixtures of this checkout, not of the machine that built the tests
 source scripts/gpu_libs.sh  # (the working directory is the repository root)
+bin=$(gpu_bin_dir "$bin")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 summary=()
 "$bin/qwenrt_cuda_tests" 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|FAILED \]|rel|error" | tail -60
