@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
     __syncthreads();             // ... for every thread; the previous chunk all done
     if (ci > 0 && tid == 0) signal_ready(work.ready + (c - 1) * p.nv + hv);  // its snapshot is stored
     // Warpgroup 0 goes straight to Δ; warpgroup 1 requests chunk c+1 (into the buffer chunk c−1 left,
-    // past the barrier) and store S₀ to the workspace for `output`: 128 rows of 128 bytes.
+    // past the barrier) and stores S₀ to the workspace for `output`: 128 rows of 128 bytes.
     if (warp >= 4) {
       constexpr int kHelpers = kThreads - 128;
       if (ci + 1 < sp.chunks) load(c + 1, sm.in[(ci + 1) % 2], 128, kHelpers);
