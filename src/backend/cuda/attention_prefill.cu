@@ -4,6 +4,7 @@
 #include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/wgmma_probe.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -88,11 +89,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_mma_kernel(P
 }  // namespace
 
 bool attention_prefill_supports(PrefillKernel kernel) {
-  return kernel == PrefillKernel::Best || kernel == PrefillKernel::Mma || attention_prefill_wgmma_available();
+  return kernel == PrefillKernel::Best || kernel == PrefillKernel::Mma || wgmma_available();
 }
 
 std::size_t attention_prefill_shared_bytes() {
-  return attention_prefill_wgmma_available() ? attention_prefill_wgmma_shared_bytes() : static_cast<std::size_t>(kSmemBytes);
+  return wgmma_available() ? attention_prefill_wgmma_shared_bytes() : static_cast<std::size_t>(kSmemBytes);
 }
 
 const char* prefill_kernel_name(PrefillKernel kernel) {
@@ -123,7 +124,7 @@ void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWin
   const Params p{q, qg, windows, kv, num_q_heads, group, 1.4426950408889634f / 16.0f, out};  // log2(e)/sqrt(256)
   // Enough blocks for every sequence's tiles: Σ ceil(rows_s·group / 128) <= rows·group/128 + num_seqs.
   const int64_t blocks = ((windows.rows * group + kTileRows - 1) / kTileRows + windows.num_seqs) * kv.num_kv_heads;
-  if (kernel == PrefillKernel::Best) kernel = attention_prefill_wgmma_available() ? PrefillKernel::Wgmma : PrefillKernel::Mma;
+  if (kernel == PrefillKernel::Best) kernel = wgmma_available() ? PrefillKernel::Wgmma : PrefillKernel::Mma;
   if (kernel != PrefillKernel::Mma) return launch_attention_prefill_wgmma(p, blocks, stream);
   QWENRT_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   attention_prefill_mma_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, kSmemBytes, stream>>>(p);

@@ -179,9 +179,7 @@ __device__ __forceinline__ void init_rows(const Params& p, const Tile& tile, Sof
 }  // namespace qwenrt::cuda::prefill
 
 namespace qwenrt::cuda {
-// attention_prefill_wgmma.cu: whether this build has the sm_90a kernel and runs on a GPU that takes
-// it, and its launch.
-bool attention_prefill_wgmma_available();
+// attention_prefill_wgmma.cu: the sm_90a kernel's launch (where wgmma_available(), wgmma_probe.h).
 void launch_attention_prefill_wgmma(const prefill::Params& p, int64_t blocks, cudaStream_t stream);
 std::size_t attention_prefill_wgmma_shared_bytes();
 }  // namespace qwenrt::cuda

@@ -11,7 +11,6 @@
 #include "backend/cuda/attention_prefill_tile.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/wgmma.cuh"
-#include "backend/cuda/wgmma_probe.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -94,8 +93,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_wgmma_kernel
 }  // namespace
 
 std::size_t attention_prefill_wgmma_shared_bytes() { return kSmemBytes; }
-
-bool attention_prefill_wgmma_available() { return wgmma_available(); }
 
 void launch_attention_prefill_wgmma(const prefill::Params& p, int64_t blocks, cudaStream_t stream) {
   auto kernel = attention_prefill_wgmma_kernel;

@@ -17,9 +17,6 @@
 // warpgroup 0 makes Δ, warpgroup 1 requests the next chunk and stores the snapshot for `output`.
 // Two warpgroups rather than four: the same tensor rate (they share the multiprocessor's), and
 // room for S, Δ and the fragments in registers without spilling.
-#include <cstdlib>
-#include <cstring>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/deltanet_chunks.cuh"
 #include "backend/cuda/wgmma.cuh"

@@ -1,25 +1,13 @@
 // Host side of wgmma_forms_check: inputs and the plain products the GPU's are compared with.
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "backend/cuda/wgmma_forms_check.h"
+#include "core/half.h"
 
 namespace qwenrt::cuda {
 namespace {
 
-uint16_t to_bf16(float f) {  // round to nearest even (inputs are finite)
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-double from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 double relative_l2(const std::vector<float>& got, const std::vector<double>& want) {
   double e = 0, n = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -37,7 +25,7 @@ WgmmaFormsData make_wgmma_forms_data(unsigned seed) {
   WgmmaFormsData d;
   auto fill = [&](std::vector<uint16_t>& m, std::size_t n) {
     m.resize(n);
-    for (auto& x : m) x = to_bf16(normal(rng));
+    for (auto& x : m) x = f32_to_bf16(normal(rng));
   };
   fill(d.q, 64 * 256);
   fill(d.k, 64 * 256);
@@ -48,7 +36,7 @@ WgmmaFormsData make_wgmma_forms_data(unsigned seed) {
   fill(d.dt, 64 * 64);
   fill(d.x, 64 * 64);
   d.init.resize(64 * 64);
-  for (auto& x : d.init) x = static_cast<float>(from_bf16(to_bf16(normal(rng))));
+  for (auto& x : d.init) x = static_cast<float>(bf16_to_f32(f32_to_bf16(normal(rng))));
   d.s.assign(64 * 64, NAN);
   d.o.assign(64 * 256, NAN);
   d.d1.assign(64 * 64, NAN);
@@ -61,16 +49,16 @@ WgmmaFormsErrors wgmma_forms_errors(const WgmmaFormsData& d) {
   for (int r = 0; r < 64; ++r) {
     for (int c = 0; c < 64; ++c) {
       double a = 0, b = d.init[r * 64 + c], x = 0;
-      for (int i = 0; i < 256; ++i) a += from_bf16(d.q[r * 256 + i]) * from_bf16(d.k[c * 256 + i]);
-      for (int i = 0; i < 128; ++i) b += from_bf16(d.w[r * 128 + i]) * from_bf16(d.s0[i * 64 + c]);
-      for (int i = 0; i < 64; ++i) x += from_bf16(d.x[r * 64 + i]) * from_bf16(d.dt[c * 64 + i]);
+      for (int i = 0; i < 256; ++i) a += bf16_to_f32(d.q[r * 256 + i]) * bf16_to_f32(d.k[c * 256 + i]);
+      for (int i = 0; i < 128; ++i) b += bf16_to_f32(d.w[r * 128 + i]) * bf16_to_f32(d.s0[i * 64 + c]);
+      for (int i = 0; i < 64; ++i) x += bf16_to_f32(d.x[r * 64 + i]) * bf16_to_f32(d.dt[c * 64 + i]);
       s[r * 64 + c] = a;
       d1[r * 64 + c] = b;
       d2[r * 64 + c] = x;
     }
     for (int c = 0; c < 256; ++c) {
       double a = 0;
-      for (int i = 0; i < 64; ++i) a += from_bf16(d.p[r * 64 + i]) * from_bf16(d.v[i * 256 + c]);
+      for (int i = 0; i < 64; ++i) a += bf16_to_f32(d.p[r * 64 + i]) * bf16_to_f32(d.v[i * 256 + c]);
       o[r * 256 + c] = a;
     }
   }
