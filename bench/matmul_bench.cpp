@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
                   Shape{3584, 1024, 512}}) {
     std::unique_ptr<uint16_t[]> w(new uint16_t[static_cast<std::size_t>(s.rows * s.cols)]);
     for (int64_t i = 0; i < s.rows * s.cols; ++i) w[i] = f32_to_bf16(static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
-    WeightMatrix m{DType::BF16, s.rows, s.cols, reinterpret_cast<const std::byte*>(w.get())};
+    Weight m{WeightFormat::BF16, s.rows, s.cols, reinterpret_cast<const std::byte*>(w.get())};
     std::vector<float> x(static_cast<std::size_t>(s.n * s.cols), 0.01f), y(static_cast<std::size_t>(s.n * s.rows));
     cpu::matmul(x.data(), s.n, m, y.data(), pool);
     // Repeat until enough bytes went by for a stable number; weights larger than the caches.

@@ -6,13 +6,13 @@
 
 namespace qwenrt {
 
-ModelCache::ModelCache(const ModelConfig& c, int max_sequences, int64_t block_size, bool host_storage)
+ModelCache::ModelCache(const CacheShape& shape, int max_sequences, int64_t block_size, bool host_storage)
     : block_size_(block_size),
-      n_attn_(c.count(LayerKind::FullAttention)),
-      n_gdn_(c.count(LayerKind::LinearAttention)),
-      kv_row_(c.num_kv_heads * c.head_dim),
-      conv_floats_((c.linear_conv_kernel - 1) * c.conv_dim()),
-      recurrent_floats_(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim),
+      n_attn_(shape.attention_layers),
+      n_gdn_(shape.deltanet_layers),
+      kv_row_(shape.kv_row),
+      conv_floats_(shape.conv_floats),
+      recurrent_floats_(shape.recurrent_floats),
       slots_(static_cast<std::size_t>(max_sequences)),
       host_storage_(host_storage) {
   if (max_sequences < 1) fail("cache needs at least one sequence slot");

@@ -12,9 +12,15 @@
 #include <memory>
 #include <vector>
 
-#include "model/config.h"
-
 namespace qwenrt {
+
+// The sizes of one sequence's state, as the model describes them (the cache knows no model).
+struct CacheShape {
+  int64_t attention_layers = 0, deltanet_layers = 0;
+  int64_t kv_row = 0;            // floats of one token's K (or V) in one attention layer: Nkv·Dh
+  int64_t conv_floats = 0;       // DeltaNet conv state per layer per slot: (K−1)·conv_dim
+  int64_t recurrent_floats = 0;  // DeltaNet recurrent state per layer per slot: nv·dk·dv
+};
 
 // What a device executor keeps alongside the cache (its KV pools and state slots).
 class DeviceCacheState {
@@ -25,7 +31,7 @@ class DeviceCacheState {
 class ModelCache {
  public:
   // host_storage = false: bookkeeping only (the tensors live on a device).
-  ModelCache(const ModelConfig& config, int max_sequences, int64_t block_size = 64, bool host_storage = true);
+  ModelCache(const CacheShape& shape, int max_sequences, int64_t block_size = 64, bool host_storage = true);
 
   int acquire();            // a fresh, empty sequence slot; Error when all are in use
   void release(int slot);   // frees the slot and its KV blocks

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
+#include "engine/step_queue.h"
 #ifdef QWENRT_HAVE_CUDA
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/device_measure.h"
@@ -135,12 +136,13 @@ int run_bench(const Args& args) {
   // Every step picks its tokens as greedy generation does (on the GPU when it runs there), so the
   // times include choosing the next tokens, not only the logits.
   std::vector<int32_t> picked;
+  StepQueue queue(*model, cache, pool);
   {
     const int warm = cache.acquire();
     for (int64_t p0 = 0; p0 < P; p0 += chunk) {
       Step step{Phase::Window, {{warm, {}}}, false};
       for (int64_t i = p0; i < std::min(P, p0 + chunk); ++i) step.sequences[0].tokens.push_back(tok(rng));
-      model->forward_argmax(step, cache, pool, picked);
+      queue.run(step, picked);
     }
     cache.release(warm);
   }
@@ -154,13 +156,13 @@ int run_bench(const Args& args) {
       Step step{Phase::Window, {{slots[static_cast<std::size_t>(b)], {}}}, false};
       for (int64_t i = p0; i < std::min(P, p0 + chunk); ++i) step.sequences[0].tokens.push_back(tok(rng));
       const double t0 = now_s();
-      model->forward_argmax(step, cache, pool, picked);
+      queue.run(step, picked);
       if (b == 0) prefill_s += now_s() - t0;
     }
   }
 
   // Decode G steps at batch B after untimed ones: on a GPU a step's shape runs eagerly first
-  // (sizing buffers), then each of the kArgmaxInFlight host-side entries captures its CUDA graph,
+  // (sizing buffers), then each of the StepQueue::kMaxInFlight host-side entries captures its CUDA graph,
   // which the timed steps replay, as a server's steps do once it has seen its batch sizes. (Captures
   // among the timed steps cost 0.8B ~4%.) The steps run as greedy generation's do: each queued
   // before the host has seen the tokens of the one before, which it takes on the device.
@@ -170,16 +172,16 @@ int run_bench(const Args& args) {
       step.sequences.push_back({slots[b], {chained ? 0 : tok(rng)}});
       if (chained) step.sequences.back().from_previous = static_cast<int32_t>(b);
     }
-    model->submit_argmax(step, cache, pool);
+    queue.submit(step);
   };
   auto run_queued = [&](int64_t steps, bool chained_first) {
     for (int64_t g = 0; g < steps; ++g) {
       submit_decode(chained_first || g > 0);
-      if (model->argmax_in_flight() == Qwen35Model::kArgmaxInFlight) model->collect_argmax(picked);
+      if (queue.in_flight() == StepQueue::kMaxInFlight) queue.collect(picked);
     }
-    model->discard_argmax();  // waits for the steps still queued
+    queue.discard();  // waits for the steps still queued
   };
-  const int64_t warm_steps = 1 + 2 * Qwen35Model::kArgmaxInFlight;
+  const int64_t warm_steps = 1 + 2 * StepQueue::kMaxInFlight;
   run_queued(warm_steps, false);
   const double t0 = now_s();
   run_queued(G, true);

@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "core/error.h"
+#include "engine/step_queue.h"
 
 namespace qwenrt {
 
@@ -37,6 +38,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   std::vector<int32_t> next(n);
   std::vector<bool> done(n, opt.max_tokens == 0);
   std::vector<int32_t> picked;  // each stepped sequence's argmax token
+  StepQueue queue(model, cache, pool);
 
   // Prefill: every prompt advances by one window per step; a prompt's last window yields its
   // first generated token.
@@ -52,7 +54,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
       who.push_back(i);
     }
     if (who.empty()) break;
-    model.forward_argmax(step, cache, pool, picked);
+    queue.run(step, picked);
     for (std::size_t j = 0; j < who.size(); ++j)
       if (fed[who[j]] == prompts[who[j]].size()) next[who[j]] = picked[j];
   }
@@ -86,7 +88,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
       who.push_back(i);
     }
     if (who.empty()) return false;
-    model.submit_argmax(step, cache, pool);
+    queue.submit(step);
     for (std::size_t i : who) ++owed[i];
     last = who;
     in_flight.push_back(std::move(who));
@@ -94,10 +96,10 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   };
   try {
     for (;;) {
-      while (static_cast<int>(in_flight.size()) < Qwen35Model::kArgmaxInFlight && submit()) {
+      while (static_cast<int>(in_flight.size()) < StepQueue::kMaxInFlight && submit()) {
       }
       if (in_flight.empty()) break;
-      model.collect_argmax(picked);
+      queue.collect(picked);
       const std::vector<std::size_t> who = std::move(in_flight.front());
       in_flight.pop_front();
       for (std::size_t j = 0; j < who.size(); ++j) {
@@ -109,7 +111,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
       }
     }
   } catch (...) {
-    model.discard_argmax();
+    queue.discard();
     throw;
   }
   return out;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "engine/step_queue.h"
 
 namespace qwenrt {
 
@@ -31,8 +32,9 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
                            sp.frequency_penalty == 0.0f && !sp.logprobs && sp.top_logprobs == 0;
   std::vector<float> logits;
   std::vector<int32_t> picked;
+  StepQueue queue(model, cache, pool);
   auto step = [&](const Step& s) {
-    if (argmax_only) model.forward_argmax(s, cache, pool, picked);
+    if (argmax_only) queue.run(s, picked);
     else model.forward(s, cache, pool, logits);
   };
 
@@ -48,14 +50,12 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
   // Picks on the model's side run one step ahead of the host: the step that feeds a token is queued
   // (taking the pick on the device) before the token goes to on_token, so the callback and the
   // checks overlap the next step. A generation that stops then had that step computed for nothing.
-  bool queued = false;
   try {
     while (st.generated_tokens < opt.max_tokens) {
       if (argmax_only && st.generated_tokens + 1 < opt.max_tokens) {
         Step next{Phase::Decode, {{slot, {0}}}, false};
         next.sequences[0].from_previous = 0;
-        model.submit_argmax(next, cache, pool);
-        queued = true;
+        queue.submit(next);
       }
       const SampledToken tok = argmax_only ? SampledToken{picked[0], std::numeric_limits<float>::quiet_NaN(), {}}
                                            : sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
@@ -72,17 +72,16 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
       }
       if (st.generated_tokens >= opt.max_tokens) break;
       if (argmax_only) {
-        model.collect_argmax(picked);
-        queued = false;
+        queue.collect(picked);
       } else {
         step({Phase::Decode, {{slot, {tok.id}}}, false});
       }
     }
   } catch (...) {
-    if (queued) model.discard_argmax();
+    queue.discard();
     throw;
   }
-  if (queued) model.discard_argmax();
+  queue.discard();
   st.decode_s = now_s() - t1;
   return st;
 }

@@ -198,4 +198,14 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   return c;
 }
 
+CacheShape ModelConfig::cache_shape() const {
+  CacheShape s;
+  s.attention_layers = count(LayerKind::FullAttention);
+  s.deltanet_layers = count(LayerKind::LinearAttention);
+  s.kv_row = num_kv_heads * head_dim;
+  s.conv_floats = (linear_conv_kernel - 1) * conv_dim();
+  s.recurrent_floats = linear_num_value_heads * linear_key_head_dim * linear_value_head_dim;
+  return s;
+}
+
 }  // namespace qwenrt

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/model_cache.h"
+
 namespace qwenrt {
 
 enum class LayerKind { LinearAttention, FullAttention };
@@ -42,6 +44,8 @@ struct ModelConfig {
   int64_t value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
   int64_t count(LayerKind kind) const;
+  // The per-sequence state the cache keeps for this model.
+  CacheShape cache_shape() const;
   std::string layer_pattern() const;  // e.g. "LLLA LLLA" (L = linear, A = full attention)
 };
 

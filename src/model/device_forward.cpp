@@ -7,7 +7,7 @@
 
 namespace qwenrt {
 
-std::shared_ptr<DeviceForward> make_device_forward(const DeviceSpec& device, const ModelConfig& config, const ModelWeights& weights) {
+std::shared_ptr<DeviceForward> make_device_forward(const DeviceSpec& device, const ModelConfig& config, ModelWeights& weights) {
   if (device.kind == DeviceSpec::Kind::Cpu) return nullptr;
 #ifdef QWENRT_HAVE_CUDA
   return std::make_shared<CudaForward>(device.index, config, weights);  // checks the GPU itself

@@ -1,7 +1,8 @@
 #pragma once
-// The forward pass on an accelerator. Qwen35Model validates the step, lays out the rows and
-// books the cache (shared by every backend); an executor of this interface then runs the layers
-// where its weights live. The CPU path needs none (it runs in Qwen35Model itself).
+// The forward pass on an accelerator. Qwen35Model validates the step, lays out the rows and books
+// the cache (shared by every backend); an executor of this interface then runs the model's graph
+// with the op set of its device, where its weights live. The CPU needs none (Qwen35Model runs the
+// graph with CpuOps itself).
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "backend/device.h"
 #include "cache/model_cache.h"
 #include "model/config.h"
+#include "model/qwen35_graph.h"
 #include "model/step.h"
 #include "model/weights.h"
 
@@ -17,19 +19,20 @@ namespace qwenrt {
 class DeviceForward {
  public:
   virtual ~DeviceForward() = default;
-  // Logits as Qwen35Model::forward returns them, into `logits` (its storage reused across calls).
-  // The cache's slots have been extended already.
-  virtual void forward(const Step& step, const RowLayout& layout, ModelCache& cache, std::vector<float>& logits) = 0;
-  // The same step keeping only each wanted row's argmax, enqueued without waiting for it
-  // (Qwen35Model::submit_argmax: at most two in flight, forward only with none).
-  virtual void submit_argmax(const Step& step, const RowLayout& layout, ModelCache& cache) = 0;
-  // Waits for the oldest submitted step and gives its picks.
-  virtual void collect_argmax(std::vector<int32_t>& tokens) = 0;
+  // Logits (and hidden rows) as Qwen35Model::forward returns them, into `out` (its storage reused
+  // across calls). The cache's slots have been extended already.
+  virtual void forward(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out) = 0;
+  // The same step keeping only each wanted row's argmax, enqueued without waiting for it; returns
+  // the step's entry for wait_argmax (Qwen35Model::enqueue_argmax: at most kMaxStepsInFlight).
+  virtual int enqueue_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph) = 0;
+  // Waits for the step of `entry` and gives its picks; the entry is free again.
+  virtual void wait_argmax(int entry, std::vector<int32_t>& tokens) = 0;
   virtual std::string describe() const = 0;  // device name, memory used
 };
 
-// Uploads the weights to `device` (a progress bar on stderr when it is a terminal) and returns
-// its executor; Error when the build, the GPU or its memory cannot run this model.
-std::shared_ptr<DeviceForward> make_device_forward(const DeviceSpec& device, const ModelConfig& config, const ModelWeights& weights);
+// Uploads the weights to `device` (a progress bar on stderr when it is a terminal), records each
+// weight's device copy in its `bound`, and returns the executor; Error when the build, the GPU or
+// its memory cannot run this model.
+std::shared_ptr<DeviceForward> make_device_forward(const DeviceSpec& device, const ModelConfig& config, ModelWeights& weights);
 
 }  // namespace qwenrt

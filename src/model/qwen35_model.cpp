@@ -3,22 +3,28 @@
 #include <limits>
 #include <set>
 
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/ops.h"
 #include "core/error.h"
 #include "formats/checkpoint_dir.h"
-#include "model/attention.h"
-#include "model/deltanet.h"
+#include "model/cpu/cpu_ops.h"
 #include "model/device_forward.h"
-#include "model/feed_forward.h"
 
 namespace qwenrt {
 
 Qwen35Model::Qwen35Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const CheckpointDir> checkpoint)
     : config_(std::move(config)), weights_(std::move(weights)), checkpoint_(std::move(checkpoint)) {
-  int attn = 0, gdn = 0;
-  for (auto kind : config_.layer_types) kind_index_.push_back(kind == LayerKind::FullAttention ? attn++ : gdn++);
+  graph_ = std::make_unique<Qwen35Graph>(config_, weights_);
 }
+
+// The graph refers to this object's config and weights: a moved model gets a graph of its own.
+Qwen35Model::Qwen35Model(Qwen35Model&& o) noexcept
+    : config_(std::move(o.config_)),
+      weights_(std::move(o.weights_)),
+      checkpoint_(std::move(o.checkpoint_)),
+      graph_(std::make_unique<Qwen35Graph>(config_, weights_)),
+      device_(o.device_),
+      device_forward_(std::move(o.device_forward_)) {}
+
+Qwen35Model::~Qwen35Model() = default;
 
 Qwen35Model Qwen35Model::load(const std::filesystem::path& dir) {
   auto ckpt = std::make_shared<const CheckpointDir>(dir);
@@ -37,13 +43,14 @@ std::string Qwen35Model::device_description() const {
 }
 
 ModelCache Qwen35Model::new_cache(int max_sequences) const {
-  return ModelCache(config_, max_sequences, 64, /*host_storage=*/device_forward_ == nullptr);
+  return ModelCache(config_.cache_shape(), max_sequences, 64, /*host_storage=*/device_forward_ == nullptr);
 }
 
 RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
   RowLayout lay;
   lay.phase = step.phase;
   std::set<int> seen;
+  const int64_t H = config_.hidden_size;
   for (const auto& s : step.sequences) {
     if (s.slot < 0 || s.slot >= cache.max_sequences()) fail("step names sequence slot ", s.slot, " which does not exist");
     if (!seen.insert(s.slot).second) fail("step names sequence slot ", s.slot, " twice");
@@ -52,6 +59,17 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
       fail("decode phase takes exactly one token per sequence; slot ", s.slot, " has ", s.tokens.size());
     if (s.from_previous >= 0 && step.phase != Phase::Decode) fail("only decode steps take tokens from the previous step (slot ", s.slot, ")");
     if (s.from_previous < -1) fail("from_previous ", s.from_previous, " for slot ", s.slot, " names no row");
+    if (s.embeddings.size() != s.embedding_rows.size() * static_cast<std::size_t>(H))
+      fail("slot ", s.slot, " gives ", s.embeddings.size(), " embedding values for ", s.embedding_rows.size(), " rows of ", H);
+    for (std::size_t i = 0; i < s.embedding_rows.size(); ++i) {
+      const int32_t r = s.embedding_rows[i];
+      if (r < 0 || r >= static_cast<int32_t>(s.tokens.size()) || (i > 0 && r <= s.embedding_rows[i - 1]))
+        fail("slot ", s.slot, ": embedding rows must be ascending rows of the sequence's ", s.tokens.size(), " new rows; row ", r, " is not");
+    }
+    if (!s.embedding_rows.empty()) {
+      if (s.from_previous >= 0) fail("slot ", s.slot, " takes its token from the previous step and gives an embedding row");
+      lay.given_embeddings = true;
+    }
     if (s.from_previous < 0)
       for (int32_t t : s.tokens)
         if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size, ")");
@@ -61,6 +79,11 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
     lay.total_rows += n;
   }
   if (lay.total_rows == 0) fail("step has no sequences");
+  if (step.all_logits) {
+    for (int64_t r = 0; r < lay.total_rows; ++r) lay.logit_rows.push_back(r);
+  } else {
+    for (const auto& sp : lay.spans) lay.logit_rows.push_back(sp.first_row + sp.rows - 1);
+  }
   return lay;
 }
 
@@ -84,106 +107,65 @@ std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, Thr
 }
 
 void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {
-  if (!in_flight_rows_.empty()) fail("forward: ", in_flight_rows_.size(), " argmax steps are still in flight; collect them first");
-  for (const auto& s : step.sequences)
-    if (s.from_previous >= 0) fail("forward: only submit_argmax takes tokens from the previous step (slot ", s.slot, ")");
-  const RowLayout lay = layout(step, cache);
-  for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
-  if (device_forward_) return device_forward_->forward(step, lay, cache, logits);
-  cpu_forward(step, lay, cache, pool, logits);
+  StepOutput out;
+  out.logits = std::move(logits);
+  forward(step, cache, pool, out);
+  logits = std::move(out.logits);
 }
 
-void Qwen35Model::forward_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, std::vector<int32_t>& tokens) const {
-  if (!in_flight_rows_.empty()) fail("forward_argmax: ", in_flight_rows_.size(), " argmax steps are still in flight; collect them first");
-  submit_argmax(step, cache, pool);
-  collect_argmax(tokens);
+void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool, StepOutput& out) const {
+  for (const auto& s : step.sequences)
+    if (s.from_previous >= 0) fail("forward: only queued greedy steps take tokens from the previous step (slot ", s.slot, ")");
+  const RowLayout lay = layout(step, cache);
+  for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
+  if (device_forward_) return device_forward_->forward(step, lay, cache, *graph_, out);
+  cpu_forward(step, lay, cache, pool, out);
 }
 
-void Qwen35Model::submit_argmax(const Step& step, ModelCache& cache, ThreadPool& pool) const {
-  if (static_cast<int>(in_flight_rows_.size()) >= kArgmaxInFlight)
-    fail("submit_argmax: ", kArgmaxInFlight, " steps are already in flight; collect one first");
+PendingStep Qwen35Model::enqueue_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, const PendingStep* previous) const {
+  if (step.hidden) fail("greedy steps return picks only; run forward for the hidden rows");
   for (const auto& s : step.sequences)
-    if (s.from_previous >= previous_rows_)
-      fail("slot ", s.slot, " takes row ", s.from_previous, " of the previous step's picks, which has ", previous_rows_);
+    if (s.from_previous >= 0 && (!previous || s.from_previous >= previous->rows))
+      fail("slot ", s.slot, " takes row ", s.from_previous, " of the previous step's picks, which has ", previous ? previous->rows : 0);
   const RowLayout lay = layout(step, cache);
-  const int64_t rows = step.all_logits ? lay.total_rows : static_cast<int64_t>(lay.spans.size());
   for (const auto& sp : lay.spans) cache.extend(sp.slot, sp.start_position + sp.rows);
+  PendingStep pending;
+  pending.rows = static_cast<int64_t>(lay.logit_rows.size());
   if (device_forward_) {
-    device_forward_->submit_argmax(step, lay, cache);
-  } else {
-    // The CPU runs the step now, its sequences' tokens taken from the picks of the step before.
-    Step resolved = step;
-    for (auto& s : resolved.sequences)
-      if (s.from_previous >= 0) s.tokens = {cpu_picks_.back()[static_cast<std::size_t>(s.from_previous)]};
-    std::vector<float> logits;
-    cpu_forward(resolved, lay, cache, pool, logits);
-    const int64_t V = config_.vocab_size;
-    std::vector<int32_t> picks(static_cast<std::size_t>(rows));
-    for (std::size_t r = 0; r < picks.size(); ++r) picks[r] = argmax_row(&logits[r * static_cast<std::size_t>(V)], V);
-    cpu_picks_.push_back(std::move(picks));
-    if (cpu_picks_.size() > static_cast<std::size_t>(kArgmaxInFlight)) cpu_picks_.pop_front();  // collected; kept for from_previous
+    pending.entry = device_forward_->enqueue_argmax(step, lay, cache, *graph_);
+    return pending;
   }
-  in_flight_rows_.push_back(rows);
-  previous_rows_ = rows;
+  // The CPU runs the step now, its sequences' tokens taken from the picks of the step before.
+  Step resolved = step;
+  for (auto& s : resolved.sequences)
+    if (s.from_previous >= 0) s.tokens = {previous->picks[static_cast<std::size_t>(s.from_previous)]};
+  StepOutput out;
+  cpu_forward(resolved, lay, cache, pool, out);
+  const int64_t V = config_.vocab_size;
+  pending.picks.resize(static_cast<std::size_t>(pending.rows));
+  for (std::size_t r = 0; r < pending.picks.size(); ++r) pending.picks[r] = argmax_row(&out.logits[r * static_cast<std::size_t>(V)], V);
+  return pending;
 }
 
-void Qwen35Model::collect_argmax(std::vector<int32_t>& tokens) const {
-  if (in_flight_rows_.empty()) fail("collect_argmax: no step was submitted");
-  in_flight_rows_.pop_front();
-  if (device_forward_) return device_forward_->collect_argmax(tokens);
-  tokens = cpu_picks_[cpu_picks_.size() - 1 - in_flight_rows_.size()];
+void Qwen35Model::wait_argmax(PendingStep& pending, std::vector<int32_t>& tokens) const {
+  if (pending.entry >= 0) {
+    if (!device_forward_) fail("internal: a device step waited for on the CPU");
+    device_forward_->wait_argmax(pending.entry, tokens);
+    pending.entry = -1;
+    pending.picks = tokens;  // a step after it may take its picks (the CPU reads them, a GPU its own)
+    return;
+  }
+  tokens = pending.picks;
 }
 
-void Qwen35Model::discard_argmax() const {
-  std::vector<int32_t> dropped;
-  while (!in_flight_rows_.empty()) collect_argmax(dropped);
-}
-
-void Qwen35Model::cpu_forward(const Step& step, const RowLayout& lay, ModelCache& cache, ThreadPool& pool, std::vector<float>& logits) const {
-  const int64_t T = lay.total_rows, H = config_.hidden_size, V = config_.vocab_size;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  BlockContext ctx{config_, lay, cache, pool};
-
-  // Embedding rows, widened to f32: the residual stream.
-  std::vector<float> h(static_cast<std::size_t>(T * H)), normed(h.size()), mixed(h.size());
-  {
-    int64_t r = 0;
-    for (const auto& s : step.sequences)
-      for (int32_t tok : s.tokens) weights_.embed.row_to_f32(tok, &h[r++ * H]);
-  }
-  auto norm_rows = [&](const std::vector<float>& w) {
-    pool.parallel_for(static_cast<std::size_t>(T), 4, [&](std::size_t r0, std::size_t r1) {
-      for (std::size_t r = r0; r < r1; ++r) cpu::rms_norm(&h[r * H], w.data(), &normed[r * H], H, eps);
-    });
-  };
-  auto add_residual = [&] {
-    for (std::size_t i = 0; i < h.size(); ++i) h[i] += mixed[i];
-  };
-
-  for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
-    const LayerWeights& L = weights_.layers[i];
-    norm_rows(L.input_norm);
-    if (L.kind == LayerKind::FullAttention) attention_forward(ctx, L.attn, kind_index_[i], normed.data(), mixed.data());
-    else deltanet_forward(ctx, L.gdn, kind_index_[i], normed.data(), mixed.data());
-    add_residual();
-    norm_rows(L.post_norm);
-    if (config_.moe) moe_forward(config_, L.moe, normed.data(), T, mixed.data(), pool);
-    else mlp_forward(L.mlp, normed.data(), T, mixed.data(), pool);
-    add_residual();
-  }
-
-  // Final norm and head, only on the rows whose logits are wanted.
-  std::vector<int64_t> rows;
-  if (step.all_logits) {
-    for (int64_t r = 0; r < T; ++r) rows.push_back(r);
-  } else {
-    for (const auto& sp : lay.spans) rows.push_back(sp.first_row + sp.rows - 1);
-  }
-  std::vector<float> final_rows(rows.size() * static_cast<std::size_t>(H));
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    cpu::rms_norm(&h[rows[i] * H], weights_.final_norm.data(), &final_rows[i * H], H, eps);
-  logits.resize(rows.size() * static_cast<std::size_t>(V));
-  cpu::matmul(final_rows.data(), static_cast<int64_t>(rows.size()), weights_.lm_head, logits.data(), pool);
+void Qwen35Model::cpu_forward(const Step& step, const RowLayout& lay, ModelCache& cache, ThreadPool& pool, StepOutput& out) const {
+  const BlockContext ctx{config_, lay, cache, pool};
+  CpuOps ops(ctx, step, weights_);
+  const GraphOutputs g = graph_->run(ops);
+  const auto n = [](const Act& a) { return static_cast<std::size_t>(a.rows * a.cols); };
+  out.logits.assign(g.logits.as<float>(), g.logits.as<float>() + n(g.logits));
+  if (step.hidden) out.hidden.assign(g.hidden.as<float>(), g.hidden.as<float>() + n(g.hidden));
+  else out.hidden.clear();
 }
 
 }  // namespace qwenrt

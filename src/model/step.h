@@ -14,10 +14,15 @@ enum class Phase {
 
 struct StepSequence {
   int slot = 0;                 // cache slot; rows continue at the slot's current length
-  std::vector<int32_t> tokens;  // new rows
-  // Decode steps given to Qwen35Model::submit_argmax only: >= 0 makes the sequence's one token the
-  // pick of that row of the step submitted just before (its `tokens` entry is then not read), so
-  // the step can be queued before the host has seen that pick.
+  std::vector<int32_t> tokens;  // one per new row
+  // Rows whose input is given rather than looked up (vision features, MTP inputs): their indices
+  // into `tokens`, ascending, and their rows [embedding_rows.size(), hidden] in f32. Such a row's
+  // token id is not read for its embedding.
+  std::vector<int32_t> embedding_rows;
+  std::vector<float> embeddings;
+  // Decode steps queued through engine/StepQueue only: >= 0 makes the sequence's one token the
+  // pick of that row of the step queued just before (its `tokens` entry is then not read), so the
+  // step can be queued before the host has seen that pick.
   int32_t from_previous = -1;
 };
 
@@ -25,6 +30,13 @@ struct Step {
   Phase phase = Phase::Decode;
   std::vector<StepSequence> sequences;
   bool all_logits = false;  // logits for every row, else only each sequence's last row
+  bool hidden = false;      // also return the final hidden rows of those rows (what the head reads; MTP's input)
+};
+
+// What a step returns for its wanted rows (every row, or each sequence's last), in step order.
+struct StepOutput {
+  std::vector<float> logits;  // [rows, vocab]
+  std::vector<float> hidden;  // [rows, hidden] after the final norm, when Step::hidden
 };
 
 // Where each sequence's rows sit in the flattened matrix, and each row's position.
@@ -35,8 +47,10 @@ struct RowLayout {
   };
   Phase phase;
   std::vector<Span> spans;
-  std::vector<int64_t> positions;  // per row
+  std::vector<int64_t> positions;   // per row
+  std::vector<int64_t> logit_rows;  // the rows whose logits (and hidden rows) the step returns
   int64_t total_rows = 0;
+  bool given_embeddings = false;    // some row's input is given (StepSequence::embeddings)
 };
 
 }  // namespace qwenrt

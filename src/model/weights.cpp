@@ -37,14 +37,14 @@ class Binder {
     return *t;
   }
 
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+  Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
     const TensorInfo& t = get(name, {rows, cols});
-    return {t.dtype, rows, cols, t.data};
+    return {weight_format_of(t.dtype), rows, cols, t.data};
   }
 
   std::vector<float> vector(const std::string& name, const std::vector<int64_t>& shape) {
     const TensorInfo& t = get(name, shape);
-    WeightMatrix m{t.dtype, 1, t.numel(), t.data};
+    Weight m{weight_format_of(t.dtype), 1, t.numel(), t.data};
     std::vector<float> out(static_cast<std::size_t>(t.numel()));
     m.row_to_f32(0, out.data());
     for (float v : out)
@@ -91,8 +91,8 @@ void bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaN
   g.conv = b.vector(conv, shape);
   g.dt_bias = b.vector(p + "dt_bias", {nv});
   auto a_log = b.vector(p + "A_log", {nv});
-  g.neg_exp_a.resize(a_log.size());
-  for (std::size_t i = 0; i < a_log.size(); ++i) g.neg_exp_a[i] = -std::exp(a_log[i]);
+  for (float& v : a_log) v = -std::exp(v);
+  g.neg_exp_a = std::move(a_log);
   g.norm = b.vector(p + "norm.weight", {c.linear_value_head_dim});
 }
 
@@ -110,7 +110,7 @@ void bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights&
     // Fused layout: gate_up [E, 2·Ie, H] (gate rows first), down [E, H, Ie].
     const TensorInfo& gu = b.get(p + "experts.gate_up_proj", {E, 2 * Ie, H});
     const TensorInfo& dn = b.get(p + "experts.down_proj", {E, H, Ie});
-    WeightMatrix gate_up{gu.dtype, E * 2 * Ie, H, gu.data}, down{dn.dtype, E * H, Ie, dn.data};
+    Weight gate_up{weight_format_of(gu.dtype), E * 2 * Ie, H, gu.data}, down{weight_format_of(dn.dtype), E * H, Ie, dn.data};
     for (int64_t e = 0; e < E; ++e) {
       auto& x = m.experts[static_cast<std::size_t>(e)];
       x.gate = gate_up.row_slice(e * 2 * Ie, Ie);
@@ -191,7 +191,7 @@ ModelWeights bind_weights(const ModelConfig& c, const CheckpointDir& ckpt) {
 namespace {
 
 // A bf16 matrix of uniform noise in [−scale, scale], filled in parallel.
-WeightMatrix random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float scale, uint64_t seed) {
+Weight random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float scale, uint64_t seed) {
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   std::shared_ptr<uint16_t[]> buf(new uint16_t[n]);
   ThreadPool::global().parallel_for(n, 1 << 16, [&](std::size_t b, std::size_t e) {
@@ -203,7 +203,7 @@ WeightMatrix random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float sc
     }
   });
   w.owned.push_back(buf);
-  return {DType::BF16, rows, cols, reinterpret_cast<const std::byte*>(buf.get())};
+  return {WeightFormat::BF16, rows, cols, reinterpret_cast<const std::byte*>(buf.get())};
 }
 
 }  // namespace
@@ -214,7 +214,7 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
   uint64_t s = seed;
   auto random = [&](int64_t r, int64_t k, float scale) {
     if (host_matrices) return random_matrix(w, r, k, scale, ++s);
-    WeightMatrix m{DType::BF16, r, k, nullptr};
+    Weight m{WeightFormat::BF16, r, k, nullptr};
     m.random_seed = ++s;
     m.random_scale = scale;
     return m;
@@ -240,9 +240,9 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
       l.gdn.in_b = mat(nv, H);
       l.gdn.in_a = mat(nv, H);
       l.gdn.out_proj = mat(H, c.value_dim());
-      l.gdn.conv.assign(static_cast<std::size_t>(c.conv_dim() * c.linear_conv_kernel), 0.25f);
-      l.gdn.dt_bias.assign(static_cast<std::size_t>(nv), 0.0f);
-      l.gdn.neg_exp_a.assign(static_cast<std::size_t>(nv), -1.0f);
+      l.gdn.conv = std::vector<float>(static_cast<std::size_t>(c.conv_dim() * c.linear_conv_kernel), 0.25f);
+      l.gdn.dt_bias = std::vector<float>(static_cast<std::size_t>(nv), 0.0f);
+      l.gdn.neg_exp_a = std::vector<float>(static_cast<std::size_t>(nv), -1.0f);
       l.gdn.norm = ones(c.linear_value_head_dim);
     }
     if (c.moe) {

@@ -1,12 +1,13 @@
 #pragma once
-// The model's weights bound by role. Large matrices are views into the mapped checkpoint; small
-// vectors (norms, gates, conv taps) are widened to f32 once at load, with the (1 + w) of the
-// zero-centred norms folded in f32.
+// The model's weights bound by role, one description for every backend. Large matrices are views
+// into the mapped checkpoint in their own format; small vectors (norms, gates, conv taps) are
+// widened to f32 once at load, with the (1 + w) of the zero-centred norms folded in f32. A backend
+// that runs the model elsewhere records its copies in each Weight's and ParamVector's `bound`.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backend/weight_matrix.h"
+#include "backend/weight.h"
 #include "model/config.h"
 
 namespace qwenrt {
@@ -14,40 +15,40 @@ namespace qwenrt {
 class CheckpointDir;
 
 struct AttentionWeights {
-  WeightMatrix q_proj;  // [2·Nq·Dh, H]: per head, Dh query rows then Dh gate rows
-  WeightMatrix k_proj, v_proj;  // [Nkv·Dh, H]
-  WeightMatrix o_proj;  // [H, Nq·Dh]
-  std::vector<float> q_norm, k_norm;  // (1 + w), [Dh]
+  Weight q_proj;  // [2·Nq·Dh, H]: per head, Dh query rows then Dh gate rows
+  Weight k_proj, v_proj;  // [Nkv·Dh, H]
+  Weight o_proj;  // [H, Nq·Dh]
+  ParamVector q_norm, k_norm;  // (1 + w), [Dh]
 };
 
 struct DeltaNetWeights {
-  WeightMatrix in_qkv;  // [conv_dim, H]
-  WeightMatrix in_z;    // [value_dim, H]
-  WeightMatrix in_b;    // [nv, H]
-  WeightMatrix in_a;    // [nv, H]
-  WeightMatrix out_proj;  // [H, value_dim]
-  std::vector<float> conv;     // [conv_dim, K]
-  std::vector<float> dt_bias;  // [nv]
-  std::vector<float> neg_exp_a;  // −exp(A_log), [nv]
-  std::vector<float> norm;     // plain gated-norm weight, [dv]
+  Weight in_qkv;  // [conv_dim, H]
+  Weight in_z;    // [value_dim, H]
+  Weight in_b;    // [nv, H]
+  Weight in_a;    // [nv, H]
+  Weight out_proj;  // [H, value_dim]
+  ParamVector conv;       // [conv_dim, K]
+  ParamVector dt_bias;    // [nv]
+  ParamVector neg_exp_a;  // −exp(A_log), [nv]
+  ParamVector norm;       // plain gated-norm weight, [dv]
 };
 
 struct MlpWeights {
-  WeightMatrix gate, up;  // [I, H]
-  WeightMatrix down;      // [H, I]
+  Weight gate, up;  // [I, H]
+  Weight down;      // [H, I]
 };
 
 struct MoeWeights {
-  WeightMatrix router;  // [E, H]
+  Weight router;  // [E, H]
   std::vector<MlpWeights> experts;
   bool has_shared = false;
   MlpWeights shared;
-  WeightMatrix shared_gate;  // [1, H]
+  Weight shared_gate;  // [1, H]
 };
 
 struct LayerWeights {
   LayerKind kind;
-  std::vector<float> input_norm, post_norm;  // (1 + w), [H]
+  ParamVector input_norm, post_norm;  // (1 + w), [H]
   AttentionWeights attn;
   DeltaNetWeights gdn;
   MlpWeights mlp;
@@ -55,9 +56,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightMatrix embed;    // [V, H]
-  WeightMatrix lm_head;  // [V, H]; the embedding when tied
-  std::vector<float> final_norm;  // (1 + w), [H]
+  Weight embed;    // [V, H]
+  Weight lm_head;  // [V, H]; the embedding when tied
+  ParamVector final_norm;  // (1 + w), [H]
   std::vector<LayerWeights> layers;
   std::vector<std::string> mtp_tensors;  // kept for the MTP head (not used by the main forward)
   std::vector<std::shared_ptr<void>> owned;  // backing memory when not mapped (synthetic weights)

@@ -14,7 +14,7 @@ namespace {
 
 struct Fixture {
   std::vector<uint8_t> storage;
-  WeightMatrix w;
+  Weight w;
   std::vector<double> dense;  // the weight values as doubles
 };
 
@@ -38,7 +38,7 @@ Fixture make_weight(DType dt, int64_t rows, int64_t cols, std::mt19937& rng) {
       f.dense[i] = f16_to_f32(h);
     }
   }
-  f.w = {dt, rows, cols, reinterpret_cast<const std::byte*>(f.storage.data())};
+  f.w = {weight_format_of(dt), rows, cols, reinterpret_cast<const std::byte*>(f.storage.data())};
   return f;
 }
 

@@ -17,7 +17,7 @@
 #include "backend/cuda/attention_prefill.h"
 #include "backend/cuda/attention_prepare.h"
 #include "cuda/gpu_test_support.h"
-#include "model/attention.h"
+#include "model/cpu/attention.h"
 
 namespace qwenrt::test {
 

@@ -9,7 +9,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cuda/deltanet_decode.h"
 #include "cuda/gpu_test_support.h"
-#include "model/deltanet.h"
+#include "model/cpu/deltanet.h"
 
 namespace qwenrt::test {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
-#include "model/deltanet.h"
+#include "model/cpu/deltanet.h"
 
 namespace qwenrt {
 namespace {

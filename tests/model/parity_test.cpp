@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "engine/greedy_generation.h"
 #include "engine/sampled_generation.h"
+#include "engine/step_queue.h"
 #include "formats/npy.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
@@ -21,7 +22,7 @@ constexpr double kTolerance = 1e-5;
 
 // Logits of every position, fed one token per decode step.
 std::vector<float> token_by_token(const Qwen35Model& model, const std::vector<int32_t>& tokens, ThreadPool& pool) {
-  ModelCache cache(model.config(), 1);
+  ModelCache cache(model.config().cache_shape(), 1);
   const int slot = cache.acquire();
   std::vector<float> all;
   for (int32_t t : tokens) {
@@ -87,7 +88,7 @@ TEST_P(Parity, BatchedDecodeMatchesAlone) {
 
   std::vector<std::vector<float>> alone;
   for (const auto& prompt : prompts) {
-    ModelCache cache(model.config(), 1);
+    ModelCache cache(model.config().cache_shape(), 1);
     const int slot = cache.acquire();
     model.forward({Phase::Window, {{slot, prompt}}, false}, cache, pool_);
     std::vector<float> all;
@@ -98,7 +99,7 @@ TEST_P(Parity, BatchedDecodeMatchesAlone) {
     alone.push_back(all);
   }
 
-  ModelCache cache(model.config(), 3);
+  ModelCache cache(model.config().cache_shape(), 3);
   std::vector<int> slots;
   Step prefill{Phase::Window, {}, false};
   for (const auto& prompt : prompts) {
@@ -124,19 +125,20 @@ TEST_P(Parity, BatchedDecodeMatchesAlone) {
 TEST_P(Parity, CommittedPhaseEqualsTokenByTokenBitwise) {
   const auto model = Qwen35Model::load(dir_);
   const auto reference = token_by_token(model, ref_.prompt, pool_);
-  ModelCache cache(model.config(), 1);
+  ModelCache cache(model.config().cache_shape(), 1);
   const int slot = cache.acquire();
   auto logits = model.forward({Phase::Committed, {{slot, ref_.prompt}}, true}, cache, pool_);
   EXPECT_EQ(logits, reference) << GetParam();
 }
 
-// forward_argmax picks the argmax of the logits forward returns for the same steps.
+// Greedy steps (StepQueue) pick the argmax of the logits forward returns for the same steps.
 TEST_P(Parity, ArgmaxStepsPickTheLogitsArgmax) {
   const auto model = Qwen35Model::load(dir_);
   const int64_t V = model.config().vocab_size;
-  ModelCache with_logits(model.config(), 2), with_argmax(model.config(), 2);
+  ModelCache with_logits(model.config().cache_shape(), 2), with_argmax(model.config().cache_shape(), 2);
   std::vector<float> logits;
   std::vector<int32_t> picked;
+  StepQueue queue(model, with_argmax, pool_);
   for (ModelCache* cache : {&with_logits, &with_argmax}) {
     const int a = cache->acquire(), b = cache->acquire();
     model.forward({Phase::Window, {{a, ref_.prompt}, {b, {ref_.prompt.begin(), ref_.prompt.begin() + 5}}}, false}, *cache, pool_);
@@ -144,7 +146,7 @@ TEST_P(Parity, ArgmaxStepsPickTheLogitsArgmax) {
   for (std::size_t i = 0; i < 3; ++i) {
     Step step{Phase::Decode, {{0, {ref_.greedy[i]}}, {1, {ref_.greedy[i + 1]}}}, false};
     model.forward(step, with_logits, pool_, logits);
-    model.forward_argmax(step, with_argmax, pool_, picked);
+    queue.run(step, picked);
     ASSERT_EQ(picked.size(), 2u);
     for (std::size_t r = 0; r < 2; ++r)
       EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
@@ -205,27 +207,28 @@ TEST_P(Parity, QueuedArgmaxMisuseIsAClearError) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
+  StepQueue queue(model, cache, pool_);
   Step first{Phase::Decode, {{a, {ref_.prompt[0]}}}, false};
   first.sequences[0].from_previous = 0;
-  throws_with([&] { model.submit_argmax(first, cache, pool_); }, "previous step's picks, which has 0");
+  throws_with([&] { queue.submit(first); }, "previous step's picks, which has 0");
   first.sequences[0].from_previous = -1;
-  model.submit_argmax(first, cache, pool_);
+  queue.submit(first);
   Step next{Phase::Decode, {{a, {0}}}, false};
   next.sequences[0].from_previous = 1;
-  throws_with([&] { model.submit_argmax(next, cache, pool_); }, "previous step's picks, which has 1");
+  throws_with([&] { queue.submit(next); }, "previous step's picks, which has 1");
   next.sequences[0].from_previous = 0;
-  throws_with([&] { model.forward(next, cache, pool_); }, "still in flight");
-  model.submit_argmax(next, cache, pool_);
-  throws_with([&] { model.submit_argmax(next, cache, pool_); }, "already in flight");
-  throws_with([&] { model.forward_argmax({Phase::Window, {{a, {1, 2}}}, false}, cache, pool_, picks); }, "still in flight");
+  throws_with([&] { model.forward(next, cache, pool_); }, "only queued greedy steps");
+  queue.submit(next);
+  throws_with([&] { queue.submit(next); }, "already in flight");
+  throws_with([&] { queue.run({Phase::Window, {{a, {1, 2}}}, false}, picks); }, "still in flight");
   Step window{Phase::Window, {{a, {1, 2}}}, false};
   window.sequences[0].from_previous = 0;
-  model.collect_argmax(picks);
-  model.collect_argmax(picks);
-  throws_with([&] { model.collect_argmax(picks); }, "no step was submitted");
-  throws_with([&] { model.submit_argmax(window, cache, pool_); }, "only decode steps");
-  EXPECT_EQ(model.argmax_in_flight(), 0);
-  model.forward_argmax({Phase::Decode, {{a, {ref_.prompt[1]}}}, false}, cache, pool_, picks);
+  queue.collect(picks);
+  queue.collect(picks);
+  throws_with([&] { queue.collect(picks); }, "no step was submitted");
+  throws_with([&] { queue.submit(window); }, "only decode steps");
+  EXPECT_EQ(queue.in_flight(), 0);
+  queue.run({Phase::Decode, {{a, {ref_.prompt[1]}}}, false}, picks);
   EXPECT_EQ(picks.size(), 1u);
 }
 
@@ -241,7 +244,7 @@ TEST_P(Parity, SampledAtTemperatureZeroIsGreedy) {
   opt.sampling.temperature = 0.0f;
   opt.max_tokens = 6;
   opt.prefill_chunk = 5;
-  ModelCache cache(model.config(), 1);
+  ModelCache cache(model.config().cache_shape(), 1);
   const int slot = cache.acquire();
   std::vector<int32_t> got;
   generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
@@ -271,7 +274,7 @@ TEST_P(Parity, SampledGreedyStopsWhereItShould) {
     opt.sampling.temperature = 0.0f;
     opt.max_tokens = c.max_tokens;
     opt.stop_ids = c.stop_ids;
-    ModelCache cache(model.config(), 1);
+    ModelCache cache(model.config().cache_shape(), 1);
     const int slot = cache.acquire();
     std::vector<int32_t> got;
     generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
@@ -281,7 +284,6 @@ TEST_P(Parity, SampledGreedyStopsWhereItShould) {
     EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(c.expect))) << GetParam() << " max " << c.max_tokens;
     const int64_t held = cache.length(slot) - static_cast<int64_t>(ref_.prompt.size());
     EXPECT_TRUE(held == static_cast<int64_t>(got.size()) || held == static_cast<int64_t>(got.size()) - 1) << GetParam() << " holds " << held;
-    EXPECT_EQ(model.argmax_in_flight(), 0);
   }
 }
 

@@ -1,173 +1,23 @@
 #include "backend/cpu/matmul.h"
 
-#include <cpuid.h>
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <vector>
 
+#include "backend/cpu/matmul_formats.h"
 #include "core/error.h"
-#include "core/half.h"
 
 namespace qwenrt::cpu {
 
 namespace {
 
-// ---- scalar reference kernel (any x86-64) --------------------------------------------------
-// Accumulates in 8 interleaved partial sums like the SIMD kernel, so both paths round the same way.
-template <typename Load>
-void dot_rows_scalar(const float* x, int64_t n, int64_t k, const std::byte* w_row, float* y, int64_t ldy, Load load) {
-  const int64_t k8 = k / 8 * 8;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xr = x + i * k;
-    float lanes[8] = {};
-    for (int64_t c = 0; c < k8; c += 8)
-      for (int l = 0; l < 8; ++l) lanes[l] = std::fma(xr[c + l], load(w_row, c + l), lanes[l]);
-    // Fixed pairwise order, mirrored by hsum8 below.
-    float s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    for (int64_t c = k8; c < k; ++c) s = std::fma(xr[c], load(w_row, c), s);
-    y[i * ldy] = s;
+// The row kernel of a weight's format: the seam where each format's file plugs in.
+RowKernel row_kernel(const Weight& w) {
+  switch (w.format) {
+    case WeightFormat::F32:
+    case WeightFormat::F16:
+    case WeightFormat::BF16: return dense_rows;
   }
-}
-
-float load_f32(const std::byte* p, int64_t c) {
-  float f;
-  std::memcpy(&f, p + 4 * c, 4);
-  return f;
-}
-float load_bf16(const std::byte* p, int64_t c) {
-  uint16_t h;
-  std::memcpy(&h, p + 2 * c, 2);
-  return bf16_to_f32(h);
-}
-float load_f16(const std::byte* p, int64_t c) {
-  uint16_t h;
-  std::memcpy(&h, p + 2 * c, 2);
-  return f16_to_f32(h);
-}
-
-void rows_scalar(const float* x, int64_t n, int64_t k, const WeightMatrix& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const std::byte* row = w.data + static_cast<std::size_t>(r) * w.row_bytes();
-    switch (w.dtype) {
-      case DType::BF16: dot_rows_scalar(x, n, k, row, y + r, ldy, load_bf16); break;
-      case DType::F16: dot_rows_scalar(x, n, k, row, y + r, ldy, load_f16); break;
-      default: dot_rows_scalar(x, n, k, row, y + r, ldy, load_f32); break;
-    }
-  }
-}
-
-// ---- AVX2 + FMA kernel ----------------------------------------------------------------------
-#define QWENRT_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-template <DType T>
-QWENRT_AVX2 inline __m256 load8(const std::byte* p, int64_t c) {
-  if constexpr (T == DType::BF16) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * c));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  } else if constexpr (T == DType::F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * c)));
-  } else {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p + 4 * c));
-  }
-}
-
-template <DType T>
-QWENRT_AVX2 inline float load1(const std::byte* p, int64_t c) {
-  if constexpr (T == DType::BF16) return load_bf16(p, c);
-  else if constexpr (T == DType::F16) return load_f16(p, c);
-  else return load_f32(p, c);
-}
-
-// Same order as the scalar kernel: (l0+l4)+(l2+l6) + (l1+l5)+(l3+l7).
-QWENRT_AVX2 inline float hsum8(__m256 v) {
-  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                   // (0+4)+(2+6), (1+5)+(3+7)
-  __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-  return _mm_cvtss_f32(c);
-}
-
-// A register tile: NX rows of x against NW weight rows, full depth k.
-template <DType T, int NX, int NW>
-QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t w_stride, float* y, int64_t ldy) {
-  __m256 acc[NX][NW];
-  for (int i = 0; i < NX; ++i)
-    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
-  const int64_t k8 = k / 8 * 8;
-  constexpr int64_t kElem = T == DType::F32 ? 4 : 2;
-  for (int64_t c = 0; c < k8; c += 8) {
-    // Decode: each weight row is a short stream (a few KB) that the hardware prefetcher barely
-    // gets going on; fetch the next tile's rows (contiguous after these) while this one runs.
-    if constexpr (NX == 1) {
-      if ((c * kElem) % 64 == 0)
-        for (int j = 0; j < NW; ++j)
-          _mm_prefetch(reinterpret_cast<const char*>(w + (NW + j) * w_stride + c * kElem), _MM_HINT_T0);
-    }
-    __m256 wv[NW];
-    for (int j = 0; j < NW; ++j) wv[j] = load8<T>(w + j * w_stride, c);
-    for (int i = 0; i < NX; ++i) {
-      __m256 xv = _mm256_loadu_ps(x + i * k + c);
-      for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
-    }
-  }
-  for (int i = 0; i < NX; ++i)
-    for (int j = 0; j < NW; ++j) {
-      float s = hsum8(acc[i][j]);
-      for (int64_t c = k8; c < k; ++c) s = std::fma(x[i * k + c], load1<T>(w + j * w_stride, c), s);
-      y[i * ldy + j] = s;
-    }
-}
-
-// Rows [r0, r1) of W against all n rows of x. Weight rows are taken in blocks that stay in L1
-// while x streams past in blocks that stay in L2.
-template <DType T>
-QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const WeightMatrix& w, float* y, int64_t ldy,
-                           int64_t r0, int64_t r1) {
-  const std::size_t stride = w.row_bytes();
-  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
-  const int64_t w_block = 16;
-  for (int64_t wb = r0; wb < r1; wb += w_block) {
-    const int64_t we = std::min(r1, wb + w_block);
-    for (int64_t xb = 0; xb < n; xb += x_block) {
-      const int64_t xe = std::min(n, xb + x_block);
-      int64_t r = wb;
-      if (xe - xb == 1) {  // decode: one x row, four weight rows in flight
-        for (; r + 4 <= we; r += 4)
-          tile<T, 1, 4>(x + xb * k, k, w.data + r * stride, stride, y + xb * ldy + r, ldy);
-      }
-      for (; r + 2 <= we; r += 2) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile<T, 4, 2>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile<T, 1, 2>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-      }
-      for (; r < we; ++r) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile<T, 4, 1>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile<T, 1, 1>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-      }
-    }
-  }
-}
-
-bool have_avx2() {
-  static const bool ok = [] {
-    unsigned a, b, c, d;
-    // F16C is CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports knows it).
-    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return ok;
-}
-
-void rows_dispatch(const float* x, int64_t n, int64_t k, const WeightMatrix& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (!have_avx2()) return rows_scalar(x, n, k, w, y, ldy, r0, r1);
-  switch (w.dtype) {
-    case DType::BF16: return rows_avx2<DType::BF16>(x, n, k, w, y, ldy, r0, r1);
-    case DType::F16: return rows_avx2<DType::F16>(x, n, k, w, y, ldy, r0, r1);
-    default: return rows_avx2<DType::F32>(x, n, k, w, y, ldy, r0, r1);
-  }
+  fail("matmul: weights in format ", weight_format_name(w.format), " have no CPU kernel");
 }
 
 }  // namespace
@@ -179,19 +29,19 @@ void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOu
   std::vector<int64_t> starts{0};
   for (const auto& o : outputs) {
     if (o.w.cols != k) fail("matmul: weight has ", o.w.cols, " columns but the input has ", k);
-    if (o.w.dtype != DType::BF16 && o.w.dtype != DType::F16 && o.w.dtype != DType::F32)
-      fail("matmul: unsupported weight dtype ", dtype_name(o.w.dtype));
     starts.push_back(starts.back() + o.w.rows);
   }
   const int64_t total = starts.back();
   if (n == 0 || total == 0) return;
   // Grain: enough rows that a task streams a useful amount of weight, at least a register tile.
   const std::size_t grain = static_cast<std::size_t>(std::max<int64_t>(4, std::min<int64_t>(64, total / (8 * pool.size()) / 4 * 4)));
+  std::vector<RowKernel> kernels;
+  for (const auto& o : outputs) kernels.push_back(row_kernel(o.w));
   pool.parallel_for(static_cast<std::size_t>(total), grain, [&](std::size_t b, std::size_t e) {
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       int64_t lo = std::max<int64_t>(static_cast<int64_t>(b), starts[o]);
       int64_t hi = std::min<int64_t>(static_cast<int64_t>(e), starts[o + 1]);
-      if (lo < hi) rows_dispatch(x, n, k, outputs[o].w, outputs[o].y, outputs[o].ldy, lo - starts[o], hi - starts[o]);
+      if (lo < hi) kernels[o](x, n, k, outputs[o].w, outputs[o].y, outputs[o].ldy, lo - starts[o], hi - starts[o]);
     }
   });
 }

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <span>
 
-#include "backend/weight_matrix.h"
+#include "backend/weight.h"
 #include "core/thread_pool.h"
 
 namespace qwenrt::cpu {
 
 struct MatmulOutput {
-  WeightMatrix w;
+  Weight w;
   float* y;        // [n, ldy]; columns [0, w.rows) are written
   int64_t ldy;
 };
@@ -22,7 +22,7 @@ struct MatmulOutput {
 // pass over the thread pool (one barrier for, e.g., the four projections of a DeltaNet layer).
 void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOutput> outputs, ThreadPool& pool);
 
-inline void matmul(const float* x, int64_t n, const WeightMatrix& w, float* y, ThreadPool& pool) {
+inline void matmul(const float* x, int64_t n, const Weight& w, float* y, ThreadPool& pool) {
   MatmulOutput out{w, y, w.rows};
   matmul_multi(x, n, w.cols, {&out, 1}, pool);
 }

@@ -1,15 +1,12 @@
-#include "model/deltanet.h"
+#include "model/cpu/deltanet.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 
 namespace qwenrt {
-
-using cpu::MatmulOutput;
 
 void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S) {
   std::vector<float> kv_mem(static_cast<std::size_t>(dv));
@@ -121,28 +118,21 @@ void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_
   }
 }
 
-void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* x, float* out) {
+void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* qkv, const float* z, float* b, float* a, float* o) {
   const ModelConfig& c = ctx.config;
-  const int64_t T = ctx.layout.total_rows, H = c.hidden_size;
+  const int64_t T = ctx.layout.total_rows;
   const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
   const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, K = c.linear_conv_kernel;
   const int64_t conv_dim = c.conv_dim(), key_dim = c.key_dim(), value_dim = c.value_dim();
 
-  // 1. Projections, one pass over the four weights.
-  std::vector<float> qkv(static_cast<std::size_t>(T * conv_dim)), z(static_cast<std::size_t>(T * value_dim));
-  std::vector<float> b(static_cast<std::size_t>(T * nv)), a(static_cast<std::size_t>(T * nv));
-  const MatmulOutput outs[] = {{w.in_qkv, qkv.data(), conv_dim}, {w.in_z, z.data(), value_dim},
-                               {w.in_b, b.data(), nv}, {w.in_a, a.data(), nv}};
-  cpu::matmul_multi(x, T, H, outs, ctx.pool);
-
-  // 2. Causal depthwise conv over [cached K−1 rows | new rows], then SiLU; the cache keeps the
+  // 1. Causal depthwise conv over [cached K−1 rows | new rows], then SiLU; the cache keeps the
   //    last K−1 pre-conv rows.
   std::vector<float> mixed(static_cast<std::size_t>(T * conv_dim));
   for (const auto& sp : ctx.layout.spans) {
     float* state = ctx.cache.conv_state(gdn_layer, sp.slot);
     std::vector<float> hist(static_cast<std::size_t>((K - 1 + sp.rows) * conv_dim));
     std::copy(state, state + (K - 1) * conv_dim, hist.begin());
-    std::copy(qkv.begin() + sp.first_row * conv_dim, qkv.begin() + (sp.first_row + sp.rows) * conv_dim,
+    std::copy(qkv + sp.first_row * conv_dim, qkv + (sp.first_row + sp.rows) * conv_dim,
               hist.begin() + (K - 1) * conv_dim);
     ctx.pool.parallel_for(static_cast<std::size_t>(conv_dim), 256, [&](std::size_t c0, std::size_t c1) {
       for (int64_t t = 0; t < sp.rows; ++t) {
@@ -157,7 +147,7 @@ void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn
     std::copy(hist.end() - (K - 1) * conv_dim, hist.end(), state);
   }
 
-  // 3. Per row: q/k L2 norm (q scaled by dk^-1/2), β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias).
+  // 2. Per row: q/k L2 norm (q scaled by dk^-1/2), β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias).
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   ctx.pool.parallel_for(static_cast<std::size_t>(T), 1, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
@@ -173,8 +163,7 @@ void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn
     }
   });
 
-  // 4. The gated delta rule per (sequence, value head); value head h reads key head h / (nv/nk).
-  std::vector<float> o(static_cast<std::size_t>(T * value_dim));
+  // 3. The gated delta rule per (sequence, value head); value head h reads key head h / (nv/nk).
   const int64_t ratio = nv / nk;
   const auto& spans = ctx.layout.spans;
   const bool chunked = ctx.layout.phase == Phase::Window;
@@ -184,7 +173,7 @@ void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn
       const int64_t hv = static_cast<int64_t>(i % static_cast<std::size_t>(nv)), hk = hv / ratio;
       const float* base = &mixed[sp.first_row * conv_dim];
       DeltaRuleHead head{base + hk * dk, base + key_dim + hk * dk, base + 2 * key_dim + hv * dv,
-                         &b[sp.first_row * nv + hv], &a[sp.first_row * nv + hv], &o[sp.first_row * value_dim + hv * dv],
+                         &b[sp.first_row * nv + hv], &a[sp.first_row * nv + hv], o + sp.first_row * value_dim + hv * dv,
                          conv_dim, conv_dim, conv_dim, value_dim, nv};
       float* S = ctx.cache.recurrent_state(gdn_layer, sp.slot) + hv * dk * dv;
       if (chunked) delta_rule_chunked(head, sp.rows, dk, dv, S);
@@ -192,17 +181,16 @@ void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn
     }
   });
 
-  // 5. Gated RMSNorm per head: rmsnorm(o)·w ⊙ silu(z), then the output projection.
+  // 4. Gated RMSNorm per head: rmsnorm(o)·w ⊙ silu(z).
   const float eps = static_cast<float>(c.rms_norm_eps);
   ctx.pool.parallel_for(static_cast<std::size_t>(T * nv), 16, [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
-      float* oh = &o[i * dv];
-      const float* zh = &z[i * dv];
+      float* oh = o + i * dv;
+      const float* zh = z + i * dv;
       cpu::rms_norm(oh, w.norm.data(), oh, dv, eps);
       for (int64_t j = 0; j < dv; ++j) oh[j] *= cpu::silu(zh[j]);
     }
   });
-  cpu::matmul(o.data(), T, w.out_proj, out, ctx.pool);
 }
 
 }  // namespace qwenrt

@@ -1,4 +1,4 @@
-#include "model/feed_forward.h"
+#include "model/cpu/feed_forward.h"
 
 #include <algorithm>
 #include <cmath>

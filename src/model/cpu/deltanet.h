@@ -1,12 +1,16 @@
 #pragma once
-#include "model/block_context.h"
+#include "model/cpu/block_context.h"
 #include "model/weights.h"
 
 namespace qwenrt {
 
-// Gated DeltaNet token mixer: out[T, H] from the normed input x[T, H]. `gdn_layer` indexes the
+// The Gated DeltaNet mixer on the CPU (Ops::gated_deltanet): from the input projections qkv
+// [T, conv_dim], z [T, value_dim], b and a [T, nv] (b and a are turned into β and g in place) into
+// o [T, value_dim]: causal conv with the cached rows, SiLU, q/k L2 norms, the delta rule per value
+// head (chunked for windows, the recurrence otherwise), gated RMSNorm. `gdn_layer` indexes the
 // layer's conv and recurrent state in the cache.
-void deltanet_forward(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* x, float* out);
+void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* qkv, const float* z, float* b, float* a,
+                  float* o);
 
 // The gated delta rule for one value head over `rows` tokens, from state S [dk, dv] (updated in
 // place). q, k: row stride q_stride/k_stride, already normalised (q scaled); v: stride v_stride;

@@ -1,10 +1,9 @@
-#include "model/attention.h"
+#include "model/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 
 namespace qwenrt {
@@ -19,16 +18,11 @@ void rope_angles(int64_t position, int64_t rotary_dim, double theta, float* cos,
   }
 }
 
-void attention_forward(const BlockContext& ctx, const AttentionWeights& w, int attn_layer, const float* x, float* out) {
+void attention_mix(const BlockContext& ctx, const AttentionWeights& w, int attn_layer, float* qg, float* k, const float* v, float* attn) {
   const ModelConfig& c = ctx.config;
-  const int64_t T = ctx.layout.total_rows, H = c.hidden_size;
+  const int64_t T = ctx.layout.total_rows;
   const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, Dh = c.head_dim, R = c.rotary_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
-
-  std::vector<float> qg(static_cast<std::size_t>(T * 2 * Nq * Dh)), k(static_cast<std::size_t>(T * Nkv * Dh)),
-      v(static_cast<std::size_t>(T * Nkv * Dh));
-  const cpu::MatmulOutput outs[] = {{w.q_proj, qg.data(), 2 * Nq * Dh}, {w.k_proj, k.data(), Nkv * Dh}, {w.v_proj, v.data(), Nkv * Dh}};
-  cpu::matmul_multi(x, T, H, outs, ctx.pool);
 
   // Per row: normalise q and k heads, rotate, and write k/v into the cache at the row's position.
   std::vector<int> row_slot(static_cast<std::size_t>(T));
@@ -40,24 +34,23 @@ void attention_forward(const BlockContext& ctx, const AttentionWeights& w, int a
       const int64_t pos = ctx.layout.positions[r];
       rope_angles(pos, R, c.rope_theta, cs.data(), sn.data());
       for (int64_t h = 0; h < Nq; ++h) {
-        float* q = &qg[(r * Nq + h) * 2 * Dh];  // query half; the gate half follows it
+        float* q = qg + (r * Nq + h) * 2 * Dh;  // query half; the gate half follows it
         cpu::rms_norm(q, w.q_norm.data(), q, Dh, eps);
         cpu::rope_rotate_half(q, cs.data(), sn.data(), R);
       }
       float* kc = ctx.cache.key(attn_layer, row_slot[r], pos);
       float* vc = ctx.cache.value(attn_layer, row_slot[r], pos);
       for (int64_t h = 0; h < Nkv; ++h) {
-        float* kh = &k[(r * Nkv + h) * Dh];
+        float* kh = k + (r * Nkv + h) * Dh;
         cpu::rms_norm(kh, w.k_norm.data(), kh, Dh, eps);
         cpu::rope_rotate_half(kh, cs.data(), sn.data(), R);
       }
-      std::copy_n(&k[r * Nkv * Dh], Nkv * Dh, kc);
-      std::copy_n(&v[r * Nkv * Dh], Nkv * Dh, vc);
+      std::copy_n(k + r * Nkv * Dh, Nkv * Dh, kc);
+      std::copy_n(v + r * Nkv * Dh, Nkv * Dh, vc);
     }
   });
 
   // Causal attention per (row, query head) over the cached rows [0, position].
-  std::vector<float> attn(static_cast<std::size_t>(T * Nq * Dh));
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   const int64_t group = Nq / Nkv;
   ctx.pool.parallel_for(static_cast<std::size_t>(T * Nq), 1, [&](std::size_t i0, std::size_t i1) {
@@ -67,7 +60,7 @@ void attention_forward(const BlockContext& ctx, const AttentionWeights& w, int a
       const int64_t h = static_cast<int64_t>(i % static_cast<std::size_t>(Nq)), hk = h / group;
       const int64_t pos = ctx.layout.positions[r];
       const int slot = row_slot[r];
-      const float* q = &qg[(r * Nq + h) * 2 * Dh];
+      const float* q = qg + (r * Nq + h) * 2 * Dh;
       scores.resize(static_cast<std::size_t>(pos + 1));
       float mx = -INFINITY;
       for (int64_t j = 0; j <= pos; ++j) {
@@ -79,7 +72,7 @@ void attention_forward(const BlockContext& ctx, const AttentionWeights& w, int a
       }
       float sum = 0;
       for (int64_t j = 0; j <= pos; ++j) sum += scores[j] = std::exp(scores[j] - mx);
-      float* o = &attn[(r * Nq + h) * Dh];
+      float* o = attn + (r * Nq + h) * Dh;
       std::fill(o, o + Dh, 0.0f);
       for (int64_t j = 0; j <= pos; ++j) {
         const float p = scores[j] / sum;
@@ -90,7 +83,6 @@ void attention_forward(const BlockContext& ctx, const AttentionWeights& w, int a
       for (int64_t d = 0; d < Dh; ++d) o[d] *= cpu::sigmoid(gate[d]);
     }
   });
-  cpu::matmul(attn.data(), T, w.o_proj, out, ctx.pool);
 }
 
 }  // namespace qwenrt

@@ -1,5 +1,5 @@
 #pragma once
-#include "model/block_context.h"
+#include "model/cpu/block_context.h"
 #include "model/weights.h"
 
 namespace qwenrt {
