@@ -8,7 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "cli/text_session.h"
+#include "engine/text_session.h"
+#include "cli/session_options.h"
 #include "core/error.h"
 
 #ifdef QWENRT_HAVE_LIBEDIT

@@ -22,6 +22,9 @@ class Qwen35Graph {
   // One step through every layer; the ops know the step's rows and cache.
   GraphOutputs run(Ops& ops) const;
 
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
  private:
   void deltanet_block(Ops& ops, const LayerWeights& L, int gdn_layer, Act& h) const;
   void attention_block(Ops& ops, const LayerWeights& L, int attn_layer, Act& h) const;

@@ -1,5 +1,7 @@
 #include "model/cuda/cuda_weights.h"
 
+#include <cuda_bf16.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,7 +28,8 @@ class Uploader {
 
   std::size_t laid_out() const { return offset_; }
 
-  CudaMatrix matrix(const WeightMatrix& m) {
+  // The weight's bf16 copy: bf16 copied as it is, f16/f32 rounded once here.
+  BoundWeight matrix(const Weight& m) {
     const std::pair<const std::byte*, uint64_t> key{m.data, m.random_seed};
     if (auto it = seen_.find(key); it != seen_.end()) return it->second;
     const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
@@ -36,7 +39,7 @@ class Uploader {
     } else if (!m.data) {
       if (m.random_seed == 0) fail("internal: weight matrix without data or seed");
       cuda::fill_uniform_bf16(reinterpret_cast<__nv_bfloat16*>(dst), n, m.random_scale, m.random_seed, nullptr);
-    } else if (m.dtype == DType::BF16) {
+    } else if (m.format == WeightFormat::BF16) {
       copy(dst, m.data, n * 2);
     } else {
       // Round f16/f32 rows to bf16 a slice at a time.
@@ -53,13 +56,13 @@ class Uploader {
         }
       }
     }
-    CudaMatrix cm{reinterpret_cast<const __nv_bfloat16*>(arena_.as<std::byte>() + offset_), m.rows, m.cols};
+    const BoundWeight bound{WeightFormat::BF16, arena_.as<std::byte>() + offset_};
     offset_ += aligned(n * 2);
-    seen_[key] = cm;
-    return cm;
+    seen_[key] = bound;
+    return bound;
   }
 
-  const float* vector(const std::vector<float>& v) {
+  const float* vector(const ParamVector& v) {
     std::byte* dst = arena_.as<std::byte>() + offset_;
     if (arena_.get()) copy(dst, v.data(), v.size() * 4);
     offset_ += aligned(v.size() * 4);
@@ -89,51 +92,43 @@ class Uploader {
   std::size_t total_ = 0, offset_ = 0, copied_ = 0;
   bool show_ = false;
   cuda::DeviceBuffer arena_;
-  std::map<std::pair<const std::byte*, uint64_t>, CudaMatrix> seen_;
+  std::map<std::pair<const std::byte*, uint64_t>, BoundWeight> seen_;
 };
 
-// Every tensor of the model through the uploader, in one fixed order.
-CudaWeights bind(const ModelWeights& weights, Uploader& up) {
-  CudaWeights cw;
-  cw.embed = up.matrix(weights.embed);
-  cw.lm_head = up.matrix(weights.lm_head);
-  cw.final_norm = up.vector(weights.final_norm);
-  for (const auto& L : weights.layers) {
-    CudaLayerWeights c;
-    c.kind = L.kind;
-    c.input_norm = up.vector(L.input_norm);
-    c.post_norm = up.vector(L.post_norm);
+// Every tensor of the model through the uploader, in one fixed order (with `record`, each weight's
+// and vector's `bound` is set). A layer's DeltaNet in_proj weights, and gate and up, follow each
+// other in the arena: prompt rows take each group as one product.
+void bind(ModelWeights& weights, Uploader& up, bool record) {
+  auto matrix = [&](Weight& w) {
+    const BoundWeight b = up.matrix(w);
+    if (record) w.bound = b;
+  };
+  auto vector = [&](ParamVector& v) {
+    const float* b = up.vector(v);
+    if (record) v.bound = b;
+  };
+  matrix(weights.embed);
+  matrix(weights.lm_head);
+  vector(weights.final_norm);
+  for (auto& L : weights.layers) {
+    vector(L.input_norm);
+    vector(L.post_norm);
     if (L.kind == LayerKind::LinearAttention) {
-      c.in_qkv = up.matrix(L.gdn.in_qkv);
-      c.in_z = up.matrix(L.gdn.in_z);
-      c.in_b = up.matrix(L.gdn.in_b);
-      c.in_a = up.matrix(L.gdn.in_a);
-      c.out_proj = up.matrix(L.gdn.out_proj);
-      c.conv = up.vector(L.gdn.conv);
-      c.dt_bias = up.vector(L.gdn.dt_bias);
-      c.neg_exp_a = up.vector(L.gdn.neg_exp_a);
-      c.gdn_norm = up.vector(L.gdn.norm);
+      for (Weight* w : {&L.gdn.in_qkv, &L.gdn.in_z, &L.gdn.in_b, &L.gdn.in_a, &L.gdn.out_proj}) matrix(*w);
+      for (ParamVector* v : {&L.gdn.conv, &L.gdn.dt_bias, &L.gdn.neg_exp_a, &L.gdn.norm}) vector(*v);
     } else {
-      c.q_proj = up.matrix(L.attn.q_proj);
-      c.k_proj = up.matrix(L.attn.k_proj);
-      c.v_proj = up.matrix(L.attn.v_proj);
-      c.o_proj = up.matrix(L.attn.o_proj);
-      c.q_norm = up.vector(L.attn.q_norm);
-      c.k_norm = up.vector(L.attn.k_norm);
+      for (Weight* w : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) matrix(*w);
+      for (ParamVector* v : {&L.attn.q_norm, &L.attn.k_norm}) vector(*v);
     }
-    c.gate = up.matrix(L.mlp.gate);
-    c.up = up.matrix(L.mlp.up);
-    c.down = up.matrix(L.mlp.down);
-    cw.layers.push_back(c);
+    for (Weight* w : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) matrix(*w);
   }
-  return cw;
 }
 
 }  // namespace
 
-CudaWeights upload_weights(const ModelWeights& weights) {
+cuda::DeviceBuffer upload_weights(ModelWeights& weights) {
   Uploader sizing;
-  bind(weights, sizing);
+  bind(weights, sizing, /*record=*/false);
   const std::size_t total = sizing.laid_out();
   std::size_t free_bytes = 0, device_total = 0;
   QWENRT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_total));
@@ -143,9 +138,8 @@ CudaWeights upload_weights(const ModelWeights& weights) {
     fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ",
          free_bytes >> 20, " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
   Uploader up(total);
-  CudaWeights cw = bind(weights, up);
-  cw.arena = up.take();
-  return cw;
+  bind(weights, up, /*record=*/true);
+  return up.take();
 }
 
 }  // namespace qwenrt

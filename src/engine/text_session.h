@@ -1,6 +1,7 @@
 #pragma once
-// What `run` and `chat` share: a checkpoint loaded with its tokenizer, chat template and generation
-// defaults, and one turn of a conversation streamed to the terminal.
+// A model ready for text: a checkpoint loaded with its tokenizer, chat template and generation
+// defaults, and one turn of a conversation (template, tokenize, sample, stream, stop strings,
+// reasoning split, tool calls) streamed to callbacks. What `run`, `chat` and the server share.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,16 +13,7 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
-namespace qwenrt::cli {
-
-class Options;
-
-// --model, else $QWENRT_MODEL, else the demo model that ships in the repository (models/).
-std::string resolve_model_dir(const Options& opt);
-
-// The sampling flags shared by run and chat, and how they map onto SamplingParams.
-const std::vector<std::string>& sampling_option_names();
-void apply_sampling_options(const Options& opt, SamplingParams& params);
+namespace qwenrt {
 
 struct TurnResult {
   std::string content, reasoning;
@@ -55,4 +47,4 @@ class TextSession {
   std::vector<int32_t> stop_ids_;
 };
 
-}  // namespace qwenrt::cli
+}  // namespace qwenrt

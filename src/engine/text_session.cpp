@@ -1,11 +1,10 @@
-#include "cli/text_session.h"
+#include "engine/text_session.h"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-#include "cli/options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/json_file.h"
@@ -14,39 +13,7 @@
 #include "text/text_stream.h"
 #include "text/tool_call_parser.h"
 
-namespace qwenrt::cli {
-
-std::string resolve_model_dir(const Options& opt) {
-  if (opt.has("model")) return opt.str("model");
-  if (const char* env = std::getenv("QWENRT_MODEL"); env && *env) return env;
-  namespace fs = std::filesystem;
-  // The build records where the source tree's demo model is; an installed tree keeps it beside bin/.
-  std::vector<fs::path> candidates = {QWENRT_DEFAULT_MODEL_DIR};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share/qwenrt/models" / fs::path(QWENRT_DEFAULT_MODEL_DIR).filename());
-  for (const auto& c : candidates)
-    if (fs::exists(c / "config.json")) return c.string();
-  fail("no --model given, $QWENRT_MODEL is unset, and the demo model is not at ", candidates.front().string());
-}
-
-const std::vector<std::string>& sampling_option_names() {
-  static const std::vector<std::string> names = {"temperature", "top-k", "top-p", "min-p", "repeat-penalty",
-                                                 "presence-penalty", "frequency-penalty", "seed"};
-  return names;
-}
-
-void apply_sampling_options(const Options& opt, SamplingParams& p) {
-  p.temperature = static_cast<float>(opt.number_or("temperature", p.temperature, 0.0, 100.0));
-  p.top_k = static_cast<int32_t>(opt.integer_or("top-k", p.top_k, 0, 1 << 24));
-  p.top_p = static_cast<float>(opt.number_or("top-p", p.top_p, 1e-9, 1.0));
-  p.min_p = static_cast<float>(opt.number_or("min-p", p.min_p, 0.0, 1.0));
-  p.repetition_penalty = static_cast<float>(opt.number_or("repeat-penalty", p.repetition_penalty, 1e-3, 100.0));
-  p.presence_penalty = static_cast<float>(opt.number_or("presence-penalty", p.presence_penalty, -2.0, 2.0));
-  p.frequency_penalty = static_cast<float>(opt.number_or("frequency-penalty", p.frequency_penalty, -2.0, 2.0));
-  p.seed = static_cast<uint64_t>(opt.integer_or("seed", static_cast<int64_t>(p.seed), 0, INT64_MAX));
-  p.validate();
-}
+namespace qwenrt {
 
 TextSession::TextSession(const std::string& model_dir, bool verbose, const DeviceSpec& device) {
   namespace fs = std::filesystem;
@@ -130,4 +97,4 @@ TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable
   return result;
 }
 
-}  // namespace qwenrt::cli
+}  // namespace qwenrt

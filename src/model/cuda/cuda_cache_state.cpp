@@ -1,0 +1,49 @@
+#include "model/cuda/cuda_cache_state.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.h"
+#include "model/cuda/memory_epoch.h"
+
+namespace qwenrt {
+
+CudaCacheState& CudaCacheState::of(ModelCache& cache, const ModelConfig& c) {
+  if (auto* s = dynamic_cast<CudaCacheState*>(cache.device_state())) return *s;
+  if (cache.device_state()) fail("internal: the cache belongs to another device executor");
+  auto s = std::make_unique<CudaCacheState>();
+  static uint64_t serials = 0;
+  s->serial = ++serials;
+  const int64_t n_gdn = c.count(LayerKind::LinearAttention), n_attn = c.count(LayerKind::FullAttention);
+  // The ring keeps K rows; recurrent states start on a 16-byte boundary (moved in float4s).
+  s->conv_floats = (c.linear_conv_kernel * c.conv_dim() + 3) / 4 * 4;
+  s->gdn_layer_floats = s->conv_floats + c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+  s->slot_floats = n_gdn * s->gdn_layer_floats;
+  s->gdn = cuda::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, s->slot_floats * cache.max_sequences())) * sizeof(float));
+  s->block_floats = cache.block_size() * c.num_kv_heads * c.head_dim;
+  s->k_pool.resize(static_cast<std::size_t>(n_attn));
+  s->v_pool.resize(static_cast<std::size_t>(n_attn));
+  CudaCacheState& ref = *s;
+  cache.set_device_state(std::move(s));
+  return ref;
+}
+
+void CudaCacheState::reserve_blocks(int64_t needed, cudaStream_t stream) {
+  if (needed <= pool_blocks) return;
+  const int64_t grown = std::max<int64_t>(needed, pool_blocks * 2);
+  for (auto* pools : {&k_pool, &v_pool})
+    for (auto& p : *pools) {
+      cuda::DeviceBuffer bigger(static_cast<std::size_t>(grown * block_floats) * sizeof(__nv_bfloat16));
+      if (pool_blocks > 0)
+        QWENRT_CUDA_CHECK(cudaMemcpyAsync(bigger.get(), p.get(), static_cast<std::size_t>(pool_blocks * block_floats) * sizeof(__nv_bfloat16),
+                                          cudaMemcpyDeviceToDevice, stream));
+      QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+      p = std::move(bigger);
+    }
+  pool_blocks = grown;
+  bump_memory_epoch();
+}
+
+}  // namespace qwenrt

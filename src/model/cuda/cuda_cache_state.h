@@ -1,0 +1,29 @@
+#pragma once
+// The tensors of a ModelCache on one GPU: per slot all DeltaNet layers' conv rings and recurrent
+// states (one contiguous range, zeroed when a sequence starts), per attention layer a K and a V pool
+// of bf16 blocks that grows with the cache's block ids. The cache keeps the bookkeeping on the host.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "cache/model_cache.h"
+#include "model/config.h"
+
+namespace qwenrt {
+
+struct CudaCacheState final : DeviceCacheState {
+  uint64_t serial = 0;  // tells caches apart in the graph keys (addresses can be reused)
+  int64_t gdn_layer_floats = 0, conv_floats = 0, slot_floats = 0;
+  cuda::DeviceBuffer gdn;
+  std::vector<cuda::DeviceBuffer> k_pool, v_pool;
+  int64_t pool_blocks = 0, block_floats = 0;  // block_floats: bf16 elements of one block of one layer
+
+  // The cache's state on this GPU, made on first use.
+  static CudaCacheState& of(ModelCache& cache, const ModelConfig& config);
+  // Grows every pool to hold `needed` blocks (contents kept).
+  void reserve_blocks(int64_t needed, cudaStream_t stream);
+};
+
+}  // namespace qwenrt

@@ -1,0 +1,315 @@
+#include "model/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/attention_decode.h"
+#include "backend/cuda/attention_prefill.h"
+#include "backend/cuda/attention_prepare.h"
+#include "backend/cuda/deltanet_decode.h"
+#include "backend/cuda/deltanet_prefill.h"
+#include "backend/cuda/row_ops.h"
+#include "backend/cuda/skinny_gemm.h"
+#include "core/error.h"
+
+namespace qwenrt {
+
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+// Rows up to which products stream the weights (skinny_gemm) rather than go through cuBLAS.
+constexpr int64_t kSkinnyRows = 8;
+
+// Profiler name suffixes: which product kernel ran a part.
+constexpr const char* kSkinny = " (skinny)";
+constexpr const char* kSkinnyNormed = " (skinny, normed)";
+constexpr const char* kCublas = " (cuBLAS)";
+
+// A weight's bf16 copy on this GPU (model/cuda/cuda_weights bound it at load).
+const bf16* device_bf16(const Weight& w) {
+  if (!w.bound.data || w.bound.format != WeightFormat::BF16) fail("internal: a weight without its bf16 copy on the GPU");
+  return static_cast<const bf16*>(w.bound.data);
+}
+const float* device_f32(const ParamVector& v) {
+  if (!v.bound) fail("internal: a parameter vector without its copy on the GPU");
+  return v.bound;
+}
+
+// Whether b's rows follow a's on the device, so that both are one [a.rows + b.rows, cols] matrix.
+bool follows(const Weight& a, const Weight& b) { return device_bf16(b) == device_bf16(a) + a.rows * a.cols && b.cols == a.cols; }
+
+}  // namespace
+
+// One product's weight and where it goes: y[b * ldy + r] (+)= x[b] · W[r].
+struct CudaOps::Target {
+  const Weight* w;
+  float* y;
+  int64_t ldy;
+  bool accumulate = false;
+};
+
+bool CudaOps::fused_norm(int64_t T) const {
+  // Every block of the fused launch reads the rows it normalises: worth it for one or two rows, a
+  // loss beyond (measured on the H200: 27B decode +2% at batch 1, even at 2, -31% at 4, -40% at 8).
+  constexpr int64_t kMaxFusedRows = 2;
+  return T <= kMaxFusedRows && c_.config.hidden_size <= cuda::kSkinnyGemmMaxNormedK;
+}
+
+Act CudaOps::embed() {
+  const int64_t T = c_.layout.total_rows, H = c_.config.hidden_size;
+  float* h = c_.scratch.part<float>(Part::Residual, static_cast<std::size_t>(T * H));
+  cuda::embed_rows(c_.rows.tokens, c_.rows.from, c_.rows.picks, T, device_bf16(c_.weights.embed), H, h, c_.stream);
+  if (c_.layout.given_embeddings) {
+    // Rows given by the caller (vision features, MTP inputs) replace their token's embedding. Such
+    // steps run eagerly, so a copy from pageable memory in the stream is fine here.
+    for (std::size_t i = 0; i < c_.step.sequences.size(); ++i) {
+      const StepSequence& s = c_.step.sequences[i];
+      const int64_t first = c_.layout.spans[i].first_row;
+      for (std::size_t j = 0; j < s.embedding_rows.size(); ++j)
+        QWENRT_CUDA_CHECK(cudaMemcpyAsync(h + (first + s.embedding_rows[j]) * H, &s.embeddings[j * static_cast<std::size_t>(H)],
+                                          static_cast<std::size_t>(H) * sizeof(float), cudaMemcpyHostToDevice, c_.stream));
+    }
+  }
+  return {h, ActType::F32, T, H, H};
+}
+
+Act CudaOps::rms_norm(Part part, const Act& x, const ParamVector& w) {
+  if (x.type != ActType::F32) fail("internal: RMSNorm of bf16 rows on the GPU");
+  const int64_t T = x.rows, H = x.cols;
+  bf16* y = c_.scratch.part<bf16>(part, static_cast<std::size_t>(T * H));
+  const cuda::StreamProfiler::Scope scope(c_.profiler, "rms norm", c_.stream);
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), y, H, T, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream);
+  return {y, ActType::BF16, T, H, H};
+}
+
+std::vector<Act> CudaOps::outputs(Part part, int64_t T, std::initializer_list<const Weight*> weights) {
+  std::vector<Act> out;
+  if (part == Part::DeltaNetInProj || part == Part::GateUp) {
+    // Side by side in one row (a multiple of 4 floats for the kernels' float4 loads).
+    int64_t width = 0;
+    for (const Weight* w : weights) width += w->rows;
+    const int64_t ld = (width + 3) / 4 * 4;
+    float* y = c_.scratch.part<float>(part, static_cast<std::size_t>(T * ld));
+    int64_t col = 0;
+    for (const Weight* w : weights) {
+      out.push_back({y + col, ActType::F32, T, w->rows, ld});
+      col += w->rows;
+    }
+    return out;
+  }
+  int i = 0;
+  for (const Weight* w : weights) out.push_back({c_.scratch.part<float>(part, static_cast<std::size_t>(T * w->rows), i++), ActType::F32, T, w->rows, w->rows});
+  return out;
+}
+
+void CudaOps::product(Part part, const Act& x, const std::vector<Target>& targets) {
+  const int64_t n = x.rows, k = x.cols;
+  const bf16* xb = x.as<bf16>();
+  if (x.type != ActType::BF16) {
+    // Products read bf16 rows; an f32 input is rounded first (no graph path does this today).
+    bf16* conv = c_.scratch.matmul_input.get<bf16>(static_cast<std::size_t>(n * k));
+    cuda::to_bf16_rows(x.as<float>(), x.ld, conv, k, n, k, c_.stream);
+    xb = conv;
+  }
+  const int64_t ldx = x.type == ActType::BF16 ? x.ld : k;
+  if (n <= kSkinnyRows) {
+    // Decode rows: one weight-streaming launch for all targets.
+    const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinny);
+    std::vector<cuda::GemmSegment> segs;
+    for (const auto& t : targets) segs.push_back({device_bf16(*t.w), t.w->rows, t.y, t.ldy, t.accumulate});
+    cuda::skinny_gemm(xb, n, k, ldx, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
+    return;
+  }
+  if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
+  const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kCublas);
+  // Targets whose weights follow each other on the device and whose outputs sit side by side in one
+  // row run as one product: one pass over x instead of several, and no small-N products (b and a).
+  const Target* run = nullptr;  // the first target of the product being gathered
+  const Weight* last = nullptr;  // its last weight
+  int64_t rows = 0;
+  auto flush = [&] {
+    if (run) c_.cublas->gemm(xb, n, k, ldx, device_bf16(*run->w), rows, run->y, run->ldy, run->accumulate, c_.stream);
+  };
+  for (const auto& t : targets) {
+    if (run && follows(*last, *t.w) && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
+      rows += t.w->rows;
+      last = t.w;
+      continue;
+    }
+    flush();
+    run = &t;
+    last = t.w;
+    rows = t.w->rows;
+  }
+  flush();
+}
+
+std::vector<Act> CudaOps::matmul(Part part, const Act& x, std::initializer_list<const Weight*> weights) {
+  std::vector<Act> out = outputs(part, x.rows, weights);
+  std::vector<Target> targets;
+  std::size_t i = 0;
+  for (const Weight* w : weights) targets.push_back({w, out[i].as<float>(), out[i].ld}), ++i;
+  product(part, x, targets);
+  return out;
+}
+
+std::vector<Act> CudaOps::norm_matmul(Part part, const Act& h, const ParamVector& w, std::initializer_list<const Weight*> weights) {
+  const int64_t T = h.rows, H = h.cols;
+  if (!fused_norm(T)) return matmul(part, rms_norm(Part::Norm, h, w), weights);
+  // Decode rows: the weight-streaming launch normalises the residual rows itself (no norm launch).
+  std::vector<Act> out = outputs(part, T, weights);
+  const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinnyNormed);
+  std::vector<cuda::GemmSegment> segs;
+  std::size_t i = 0;
+  for (const Weight* wt : weights) segs.push_back({device_bf16(*wt), wt->rows, out[i].as<float>(), out[i].ld, false}), ++i;
+  const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps)};
+  cuda::skinny_gemm(x, T, H, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
+  return out;
+}
+
+void CudaOps::matmul_add(Part part, const Act& x, const Weight& w, Act& h) {
+  if (h.type != ActType::F32) fail("internal: the residual stream is f32");
+  product(part, x, {{&w, h.as<float>(), h.ld, true}});
+}
+
+void CudaOps::add(Act& h, const Act& y) {
+  if (h.type != ActType::F32 || y.type != ActType::F32 || h.ld != h.cols || y.ld != y.cols) fail("internal: adds packed f32 rows on the GPU");
+  cuda::add_in_place(h.as<float>(), y.as<float>(), h.rows * h.cols, c_.stream);
+}
+
+Act CudaOps::swiglu(const Act& gate, const Act& up) {
+  if (gate.type != ActType::F32 || up.as<float>() != gate.as<float>() + gate.cols || up.ld != gate.ld)
+    fail("internal: SwiGLU on the GPU takes gate and up side by side");
+  const int64_t T = gate.rows, I = gate.cols;
+  bf16* act = c_.scratch.part<bf16>(Part::SwiGlu, static_cast<std::size_t>(T * I));
+  const cuda::StreamProfiler::Scope scope(c_.profiler, "swiglu", c_.stream);
+  cuda::swiglu_rows(gate.as<float>(), gate.ld, act, I, T, I, c_.stream);
+  return {act, ActType::BF16, T, I, I};
+}
+
+Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up) {
+  const int64_t T = h.rows, H = h.cols, I = gate.rows;
+  bf16* act = c_.scratch.part<bf16>(Part::SwiGlu, static_cast<std::size_t>(T * I));
+  const Act out{act, ActType::BF16, T, I, I};
+  if (fused_norm(T)) {
+    // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinnyNormed);
+    const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps)};
+    cuda::skinny_gemm_swiglu(x, T, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
+                             c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
+    return out;
+  }
+  const Act xn = rms_norm(Part::Norm, h, w);
+  if (T <= kSkinnyRows) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinny);
+    cuda::skinny_gemm_swiglu(xn.as<bf16>(), T, H, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
+                             c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
+    return out;
+  }
+  // Prompt rows: gate and up rounded to bf16 by cuBLAS (as a bf16 model computes them), which halves
+  // the bytes the largest product writes and the activation reads.
+  bf16* gu = c_.scratch.gate_up.get<bf16>(static_cast<std::size_t>(T * 2 * I));
+  {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up", c_.stream, kCublas);
+    if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
+    if (follows(gate, up)) {
+      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(gate), 2 * I, gu, 2 * I, c_.stream);  // one product
+    } else {
+      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(gate), I, gu, 2 * I, c_.stream);
+      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(up), I, gu + I, 2 * I, c_.stream);
+    }
+  }
+  const cuda::StreamProfiler::Scope scope(c_.profiler, "swiglu", c_.stream);
+  cuda::swiglu_rows(gu, 2 * I, act, I, T, I, c_.stream);
+  return out;
+}
+
+Act CudaOps::gated_deltanet(const DeltaNetWeights& w, int gdn_layer, const Act& qkv, const Act& z, const Act& b, const Act& a) {
+  const ModelConfig& c = c_.config;
+  const int64_t T = qkv.rows, nv = c.linear_num_value_heads, vd = c.value_dim();
+  if (a.as<float>() != b.as<float>() + nv || a.ld != b.ld) fail("internal: the DeltaNet kernels take a beside b");
+  bf16* o = c_.scratch.part<bf16>(Part::DeltaNet, static_cast<std::size_t>(T * vd));
+  cuda::DeltaNetDecodeArgs args;
+  args.ld_qkv = qkv.ld;
+  args.ld_z = z.ld;
+  args.ld_ba = b.ld;
+  args.conv_w = device_f32(w.conv);
+  args.neg_exp_a = device_f32(w.neg_exp_a);
+  args.dt_bias = device_f32(w.dt_bias);
+  args.norm_w = device_f32(w.norm);
+  args.eps = static_cast<float>(c.rms_norm_eps);
+  args.conv_state = c_.cache.gdn.as<float>() + gdn_layer * c_.cache.gdn_layer_floats;
+  args.rec_state = args.conv_state + c_.cache.conv_floats;
+  args.conv_slot_stride = args.rec_slot_stride = c_.cache.slot_floats;
+  args.ld_out = vd;
+  args.nk = static_cast<int>(c.linear_num_key_heads);
+  args.nv = static_cast<int>(nv);
+  args.dk = static_cast<int>(c.linear_key_head_dim);
+  args.dv = static_cast<int>(c.linear_value_head_dim);
+  args.K = static_cast<int>(c.linear_conv_kernel);
+  args.qkv = qkv.as<float>();
+  args.z = z.as<float>();
+  args.b = b.as<float>();
+  args.a = a.as<float>();
+  args.out = o;
+  if (c_.layout.phase == Phase::Decode) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet step", c_.stream);
+    args.slots = c_.rows.row_slot;
+    args.positions = c_.rows.pos64;
+    args.B = static_cast<int>(T);
+    cuda::deltanet_decode(args, c_.stream);
+  } else {
+    // Windows: the chunked form over all spans at once (laid out once per step by the executor).
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet chunked", c_.stream);
+    if (!c_.window) fail("internal: a DeltaNet window without its plan");
+    cuda::deltanet_prefill(args, *c_.window, c_.stream);
+  }
+  return {o, ActType::BF16, T, vd, vd};
+}
+
+Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Act& qg, const Act& k, const Act& v) {
+  const ModelConfig& c = c_.config;
+  const int64_t T = qg.rows, Nq = c.num_heads, Nkv = c.num_kv_heads, Dh = c.head_dim;
+  if (qg.ld != 2 * Nq * Dh || k.ld != Nkv * Dh || v.ld != Nkv * Dh) fail("internal: the attention kernels take packed q/gate, k and v rows");
+  bf16* q = c_.scratch.attention_q.get<bf16>(static_cast<std::size_t>(T * Nq * Dh));
+  bf16* out = c_.scratch.part<bf16>(Part::Attention, static_cast<std::size_t>(T * Nq * Dh));
+  cuda::PagedKv kv;
+  kv.k = c_.cache.k_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
+  kv.v = c_.cache.v_pool[static_cast<std::size_t>(attn_layer)].as<bf16>();
+  kv.num_blocks = c_.cache.pool_blocks;
+  kv.block_size = static_cast<int>(c_.shape.block_size);
+  kv.num_kv_heads = static_cast<int>(Nkv);
+  kv.head_dim = static_cast<int>(Dh);
+  kv.block_tables = c_.rows.block_tables;
+  kv.max_blocks_per_seq = c_.shape.max_blocks_per_seq;
+  const cuda::AttentionRows rows{c_.rows.pos32, c_.rows.row_seq, T};
+  const cuda::QkNormRope norm{device_f32(w.q_norm), device_f32(w.k_norm), static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim),
+                              c.rope_theta};
+  const bool decode = c_.layout.phase == Phase::Decode;
+  const cuda::StreamProfiler::Scope scope(c_.profiler, decode ? "attention decode" : "attention prefill", c_.stream);
+  cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
+  if (decode) {
+    const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(T, static_cast<int>(Nq), c_.shape.max_len);
+    void* ws = c_.scratch.attention_splits.get<std::byte>(ws_bytes);
+    cuda::attention_decode(q, qg.as<float>(), rows.positions, T, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream);
+  } else {
+    const cuda::PrefillWindows windows{c_.rows.span_first, rows.positions, static_cast<int>(c_.layout.spans.size()), T};
+    cuda::attention_prefill(q, qg.as<float>(), windows, static_cast<int>(Nq), kv, out, c_.stream);
+  }
+  return {out, ActType::BF16, T, Nq * Dh, Nq * Dh};
+}
+
+Act CudaOps::moe(const MoeWeights&, const Act&) {
+  // CudaForward::unsupported refuses MoE configs at load, so no step gets here.
+  fail("mixture-of-experts layers do not run on the CUDA backend yet; use --device cpu");
+}
+
+Act CudaOps::norm_logit_rows(const Act& x, const ParamVector& w) {
+  const int64_t R = static_cast<int64_t>(c_.layout.logit_rows.size()), H = x.cols;
+  bf16* xf = c_.scratch.part<bf16>(Part::FinalNorm, static_cast<std::size_t>(R * H));
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), xf, H, R, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream,
+                      c_.rows.logit_rows);
+  return {xf, ActType::BF16, R, H, H};
+}
+
+}  // namespace qwenrt

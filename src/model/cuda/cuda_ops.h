@@ -1,0 +1,75 @@
+#pragma once
+// The op set on one NVIDIA GPU for one step: the kernels of backend/cuda behind the ops the graph
+// calls, and the choice among them (skinny weight-streaming products for decode rows, cuBLAS for
+// prompt rows; the norm inside the product for one or two rows; the DeltaNet recurrence or the
+// chunked window). bf16 weights and matrix inputs, an f32 residual stream.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "backend/cuda/cublas_gemm.h"
+#include "backend/cuda/deltanet_prefill.h"
+#include "backend/cuda/stream_profiler.h"
+#include "model/config.h"
+#include "model/cuda/cuda_cache_state.h"
+#include "model/cuda/scratch_arena.h"
+#include "model/cuda/step_io.h"
+#include "model/ops.h"
+#include "model/step.h"
+
+namespace qwenrt {
+
+// Row stride (floats) of a DeltaNet layer's input projections on the GPU: q|k|v, z, b and a side by
+// side in one row, so that prompt rows take them as one product; a multiple of 4 for the kernels'
+// float4 loads.
+inline int64_t deltanet_in_proj_stride(const ModelConfig& c) {
+  return (c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads + 3) / 4 * 4;
+}
+
+// What the ops of one step share with the executor that runs it.
+struct CudaStepContext {
+  const ModelConfig& config;
+  const ModelWeights& weights;
+  const Step& step;
+  const RowLayout& layout;
+  const StepRows& rows;
+  const StepShape& shape;
+  CudaCacheState& cache;
+  const cuda::DeltaNetWindow* window;  // windows: the DeltaNet layout, planned once per step
+  ScratchArena& scratch;
+  std::unique_ptr<cuda::CublasGemm>& cublas;  // loaded on the first product of more than 8 rows
+  cuda::StreamProfiler& profiler;
+  cudaStream_t stream;
+};
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaStepContext& ctx) : c_(ctx) {}
+
+  Act embed() override;
+  Act rms_norm(Part part, const Act& x, const ParamVector& w) override;
+  std::vector<Act> matmul(Part part, const Act& x, std::initializer_list<const Weight*> weights) override;
+  void add(Act& h, const Act& y) override;
+  Act swiglu(const Act& gate, const Act& up) override;
+  Act gated_deltanet(const DeltaNetWeights& w, int gdn_layer, const Act& qkv, const Act& z, const Act& b, const Act& a) override;
+  Act gated_attention(const AttentionWeights& w, int attn_layer, const Act& qg, const Act& k, const Act& v) override;
+  Act moe(const MoeWeights& w, const Act& x) override;
+  Act norm_logit_rows(const Act& x, const ParamVector& w) override;
+
+  // Fused: the norm inside the weight-streaming product for one or two rows, the residual added by
+  // the product, gate/up and SwiGLU in one launch.
+  std::vector<Act> norm_matmul(Part part, const Act& h, const ParamVector& w, std::initializer_list<const Weight*> weights) override;
+  void matmul_add(Part part, const Act& x, const Weight& w, Act& h) override;
+  Act norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up) override;
+
+ private:
+  struct Target;
+  // Outputs of a product of `part`: side by side in one row for the in_proj and gate/up parts
+  // (prompt rows then take them as one cuBLAS product), one buffer each otherwise.
+  std::vector<Act> outputs(Part part, int64_t rows, std::initializer_list<const Weight*> weights);
+  void product(Part part, const Act& x, const std::vector<Target>& targets);
+  bool fused_norm(int64_t rows) const;
+  const CudaStepContext& c_;
+};
+
+}  // namespace qwenrt

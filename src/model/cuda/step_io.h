@@ -1,0 +1,50 @@
+#pragma once
+// A step's host side on the GPU: its row metadata packed into mapped pinned memory (copied in by
+// the step's first kernel, so a replayed graph needs no copy in the stream), and its picks written
+// back to mapped pinned memory by the argmax. Two entries alternate, so a step can be queued while
+// the one before still runs.
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+
+#include "backend/cuda/pinned_buffer.h"
+#include "cache/model_cache.h"
+#include "model/cuda/scratch_arena.h"
+#include "model/step.h"
+
+namespace qwenrt {
+
+struct StepIo {
+  cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them
+  cudaEvent_t done = nullptr;                 // the step is done with them (its picks are there)
+  int64_t rows = 0;                           // picked rows
+  bool busy = false;                          // enqueued and not yet waited for
+};
+
+// The device view of a step's rows, read by its kernels.
+struct StepRows {
+  const int32_t *tokens, *from, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
+  const int64_t* pos64;
+  int32_t* picks;  // the step's argmax per wanted row, where the next step's embedding may look
+  // The packed metadata in pinned memory, where the step's first kernel copies it from, and to.
+  const std::byte* meta_src;
+  std::byte* meta_dst;
+  std::size_t meta_bytes;
+  int32_t* picks_mirror;  // mapped pinned memory the argmax writes too (argmax steps), else null
+};
+
+// What a step's kernels and its graph key depend on beyond its row count.
+struct StepShape {
+  int64_t block_size = 64;
+  int64_t max_len = 1;          // the longest sequence after the step (a power of two for graphs)
+  int max_blocks_per_seq = 1;   // the block tables' stride
+  bool graphable = false;       // a decode step replayed from a captured graph
+};
+
+// Fills `shape` and packs the step's metadata into `io` (every entry of `entries` grown alike: a
+// growth moves what graphs bake, one new memory epoch for both) and returns the device view.
+StepRows pack_step(const Step& step, const RowLayout& layout, const ModelCache& cache, bool graphs, bool argmax, StepShape& shape,
+                   std::array<StepIo, 2>& entries, StepIo& io, ScratchArena& scratch, cudaStream_t stream);
+
+}  // namespace qwenrt
