@@ -1,3 +1,4 @@
+// Chat request -> template context (messages normalised as transformers does) and rendering; see chat_template.h.
 #include "text/jinja/chat_template.h"
 
 #include <array>

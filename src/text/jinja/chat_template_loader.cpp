@@ -1,3 +1,4 @@
+// Reads a checkpoint's chat template(s) from chat_template.jinja, additional_chat_templates/ or tokenizer_config.json.
 #include "text/jinja/chat_template_loader.h"
 
 #include <fstream>

@@ -1,3 +1,4 @@
+// TemplateError: jinja2-style error names and messages with the template line.
 #include "text/jinja/jinja_error.h"
 
 namespace qwenrt::text::jinja {

@@ -1,3 +1,4 @@
+// The builtin filters (jinja2's, with transformers' tojson), applied by the interpreter.
 #include "text/jinja/jinja_filters.h"
 
 #include <algorithm>

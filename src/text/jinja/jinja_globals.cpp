@@ -1,3 +1,4 @@
+// The global functions templates can call (range, dict, namespace, raise_exception, strftime_now).
 #include "text/jinja/jinja_globals.h"
 
 #include <ctime>

@@ -1,3 +1,4 @@
+// Rendering: walks the syntax tree with jinja2's scoping, loop, macro and Undefined semantics.
 #include "text/jinja/jinja_interpreter.h"
 
 #include <algorithm>

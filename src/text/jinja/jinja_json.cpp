@@ -1,3 +1,4 @@
+// Python's json.dumps for the `tojson` filter (key order kept, non-ASCII kept, no HTML escaping).
 #include "text/jinja/jinja_json.h"
 
 #include <algorithm>

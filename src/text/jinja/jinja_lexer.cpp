@@ -1,3 +1,4 @@
+// Tokenizes template source like jinja2's lexer under transformers' settings (trim_blocks, lstrip_blocks).
 #include "text/jinja/jinja_lexer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Python str/dict/list methods callable from templates, with CPython semantics.
 #include "text/jinja/jinja_methods.h"
 
 #include <algorithm>

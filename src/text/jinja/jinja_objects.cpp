@@ -1,3 +1,4 @@
+// Runtime objects: namespace() and native callables with Python-style argument binding.
 #include "text/jinja/jinja_objects.h"
 
 namespace qwenrt::text::jinja {

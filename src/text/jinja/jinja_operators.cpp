@@ -1,3 +1,4 @@
+// Python semantics of the operators, comparisons and membership tests templates use.
 #include "text/jinja/jinja_operators.h"
 
 #include <cmath>

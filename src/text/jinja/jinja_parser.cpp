@@ -1,3 +1,4 @@
+// Parses tokens into the syntax tree with jinja2's grammar; rejects unsupported statements at load.
 #include "text/jinja/jinja_parser.h"
 
 #include <algorithm>

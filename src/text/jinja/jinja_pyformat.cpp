@@ -1,3 +1,4 @@
+// Python's repr/str of numbers and strings, as templates print values.
 #include "text/jinja/jinja_pyformat.h"
 
 #include <charconv>

@@ -1,3 +1,4 @@
+// Template: parse once, render many; JSON -> template values.
 #include "text/jinja/jinja_template.h"
 
 #include "text/jinja/jinja_globals.h"

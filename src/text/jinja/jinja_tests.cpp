@@ -1,3 +1,4 @@
+// jinja2's builtin tests (`x is defined`, `x is mapping`, ...).
 #include "text/jinja/jinja_tests.h"
 
 #include <functional>

@@ -1,3 +1,4 @@
+// Python str semantics for the Jinja interpreter (code-point counts, whitespace, case mapping) from CPython tables.
 #include "text/jinja/jinja_unicode.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The Jinja value type: Python-like objects, truthiness, printing and Undefined behaviour.
 #include "text/jinja/jinja_value.h"
 
 #include <cmath>

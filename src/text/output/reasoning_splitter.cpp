@@ -1,3 +1,4 @@
+// Splits streamed model text into reasoning (<think>...</think>) and answer, holding partial tags back.
 #include "text/output/reasoning_splitter.h"
 
 #include "text/output/text_stream.h"

@@ -1,3 +1,4 @@
+// Streaming detokenization: complete UTF-8 only, stop strings matched across chunks.
 #include "text/output/text_stream.h"
 
 #include <algorithm>

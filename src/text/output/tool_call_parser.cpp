@@ -1,3 +1,4 @@
+// Parses Qwen 3.5's XML tool calls out of generated text into JSON arguments.
 #include "text/output/tool_call_parser.h"
 
 #include <optional>

@@ -1,3 +1,4 @@
+// Finds added tokens in text, leftmost-longest as HF tokenizers does.
 #include "text/tokenizer/tokenizer_added_tokens.h"
 
 namespace qwenrt::text {

@@ -1,3 +1,4 @@
+// Byte-level BPE merges for one piece, in HF tokenizers' order (scan for short pieces, heap for long ones).
 #include "text/tokenizer/tokenizer_bpe.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The sharded, bounded cache of piece bytes -> token ids used by BPE.
 #include "text/tokenizer/tokenizer_bpe_cache.h"
 
 namespace qwenrt::text {

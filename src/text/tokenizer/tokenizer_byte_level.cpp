@@ -1,3 +1,4 @@
+// The GPT-2 ByteLevel alphabet: byte <-> printable code point mapping of vocab strings.
 #include "text/tokenizer/tokenizer_byte_level.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// The pre-tokenizer: regex Split stages and ByteLevel cut normalized text into BPE pieces.
 #include "text/tokenizer/tokenizer_pretokenizer.h"
 
 namespace qwenrt::text {

@@ -1,3 +1,4 @@
+// Parses the tokenizer regex subset (pattern text -> syntax tree) for tokenizer_regex.cpp.
 #include "text/tokenizer/tokenizer_regex_syntax.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// NFC normalization (quick check, decomposition, canonical ordering, composition) with HF tokenizers' data.
 #include "text/unicode/unicode_normalize.h"
 
 #include <algorithm>

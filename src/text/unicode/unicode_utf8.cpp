@@ -1,3 +1,4 @@
+// UTF-8 validation, decoding and lossy repair (U+FFFD per maximal invalid subpart).
 #include "text/unicode/unicode_utf8.h"
 
 namespace qwenrt::text::utf8 {
