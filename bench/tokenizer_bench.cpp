@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
-#include "text/chat_template_loader.h"
-#include "text/tokenizer.h"
+#include "text/jinja/chat_template_loader.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace qwenrt::cli {
 

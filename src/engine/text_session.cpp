@@ -8,10 +8,10 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/json_file.h"
-#include "text/chat_template_loader.h"
-#include "text/reasoning_splitter.h"
-#include "text/text_stream.h"
-#include "text/tool_call_parser.h"
+#include "text/jinja/chat_template_loader.h"
+#include "text/output/reasoning_splitter.h"
+#include "text/output/text_stream.h"
+#include "text/output/tool_call_parser.h"
 
 namespace qwenrt {
 

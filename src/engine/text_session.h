@@ -10,8 +10,8 @@
 
 #include "engine/sampled_generation.h"
 #include "model/qwen35_model.h"
-#include "text/chat_template.h"
-#include "text/tokenizer.h"
+#include "text/jinja/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace qwenrt {
 

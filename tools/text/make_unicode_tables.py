@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/text/unicode_data.cpp: the Unicode tables the tokenizer needs.
+"""Generate src/text/unicode/unicode_data.cpp: the Unicode tables the tokenizer needs.
 
 Usage (from the repository root):
     /work/pyenv/bin/pip install -r tools/text/requirements.txt
@@ -30,9 +30,9 @@ from tokenizers import normalizers
 
 EXPECTED_CATEGORY_VERSION = "16.0.0"
 EXPECTED_HF_UNKNOWN_NORMALIZATION_CHARS = 141
-OUT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "src", "text", "unicode_data.cpp")
+OUT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "src", "text", "unicode", "unicode_data.cpp")
 
-# Order must match enum class GeneralCategory in src/text/unicode_data.h.
+# Order must match enum class GeneralCategory in src/text/unicode/unicode_data.h.
 CATEGORIES = ["Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd",
               "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf",
               "Cs", "Co"]
@@ -150,7 +150,7 @@ def generate():
         "// Normalization: Unicode 16.0 data restricted to what HF tokenizers' NFC knows (Unicode 9.0);",
         f"// {len(unknown)} newer combining/decomposable characters are treated as plain starters.",
         f"// Case folds: Python {py_unicodedata.unidata_version} str.casefold, one-to-one folds only.",
-        "#include \"text/unicode_data.h\"",
+        "#include \"text/unicode/unicode_data.h\"",
         "",
         "#include <algorithm>",
         "#include <cstdint>",
