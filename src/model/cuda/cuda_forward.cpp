@@ -5,15 +5,20 @@
 #include <cstring>
 #include <sstream>
 
-#include "backend/cuda/attention_decode.h"
-#include "backend/cuda/attention_prefill.h"
-#include "backend/cuda/attention_prepare.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/deltanet_decode.h"
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/pinned_buffer.h"
-#include "backend/cuda/row_ops.h"
-#include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/attention/attention_decode.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/attention/attention_prepare.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/deltanet/deltanet_decode.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/runtime/pinned_buffer.h"
+#include "backend/cuda/runtime/runtime_options.h"
+#include "backend/cuda/rows/argmax_rows.h"
+#include "backend/cuda/rows/copy_in_kernel.h"
+#include "backend/cuda/rows/embed_rows.h"
+#include "backend/cuda/rows/rms_norm_rows.h"
+#include "backend/cuda/rows/swiglu_rows.h"
+#include "backend/cuda/gemm/skinny_gemm.h"
 #include "core/error.h"
 
 namespace qwenrt {
@@ -42,11 +47,6 @@ struct Growable {
     return buf.as<T>();
   }
 };
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "1";
-}
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -138,7 +138,7 @@ struct CudaForward::CacheState final : DeviceCacheState {
 };
 
 CudaForward::CudaForward(int device_index, const ModelConfig& config, const ModelWeights& weights)
-    : device_(device_index), config_(config), profiler_(env_flag("QWENRT_CUDA_PROFILE")) {
+    : device_(device_index), config_(config), profiler_(cuda::runtime_options().profile) {
   const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
   scratch_ = std::make_unique<Scratch>();  // on the device just selected
   device_name_ = info.name;
@@ -160,9 +160,8 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, const Mode
   for (StepIo& io : io_) {
     QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.done, cudaEventDisableTiming));
   }
-  const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
-  use_graphs_ = !(graphs && std::string(graphs) == "0") && !profiler_.enabled();
-  if (const char* trace = std::getenv("QWENRT_CUDA_LAUNCH_TRACE"); trace && *trace)
+  use_graphs_ = cuda::runtime_options().graphs && !profiler_.enabled();
+  if (const std::string& trace = cuda::runtime_options().launch_trace; !trace.empty())
     launch_trace_ = std::make_unique<cuda::LaunchTrace>(trace, 2u << 20);
 }
 

@@ -8,13 +8,13 @@
 #include <memory>
 #include <tuple>
 
-#include "backend/cuda/cublas_gemm.h"
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/device_buffer.h"
-#include "backend/cuda/launch_trace.h"
-#include "backend/cuda/pinned_buffer.h"
-#include "backend/cuda/skinny_gemm.h"
-#include "backend/cuda/stream_profiler.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/runtime/device_buffer.h"
+#include "backend/cuda/diagnostics/launch_trace.h"
+#include "backend/cuda/runtime/pinned_buffer.h"
+#include "backend/cuda/gemm/skinny_gemm.h"
+#include "backend/cuda/diagnostics/stream_profiler.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/device_forward.h"
 

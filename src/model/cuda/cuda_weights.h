@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "model/config.h"
 #include "model/weights.h"
 
