@@ -1,4 +1,4 @@
-# The optional CUDA backend (src/backend/cuda/*.cu) inside qwenrt_lib.
+# The optional CUDA backend: src/backend/cuda's libraries (qwenrt_backend_cuda), linked by qwenrt_backend.
 #
 # Machine code for Hopper (sm_90a: wgmma and friends) and Ampere (sm_80, which Ada also runs), plus
 # compute_80 PTX so newer GPUs can compile it at load. The host code that calls it needs no nvcc:
@@ -28,24 +28,9 @@ if(QWENRT_HAVE_CUDA)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   endif()
   find_package(CUDAToolkit REQUIRED)
-  # Kernels (.cu) and the host code that drives them (.cpp: needs the CUDA headers, not nvcc).
-  file(GLOB QWENRT_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu
-       ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cpp ${CMAKE_SOURCE_DIR}/src/model/cuda/*.cpp)
-  target_sources(qwenrt_lib PRIVATE ${QWENRT_CUDA_SOURCES})
-  # The static runtime: the binaries run wherever a driver is, with no toolkit installed.
-  # (qwenrt_lib exists already, so its properties are set here rather than inherited.)
-  set_target_properties(qwenrt_lib PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CUDA_STANDARD 20
-                        CUDA_RUNTIME_LIBRARY Static CUDA_SEPARABLE_COMPILATION OFF)
-  target_compile_definitions(qwenrt_lib PUBLIC QWENRT_HAVE_CUDA)
-  target_link_libraries(qwenrt_lib PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
-  target_include_directories(qwenrt_lib PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
-  target_compile_options(qwenrt_lib PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
-  # A diagnostic build whose chained kernels record when each block waited and started
-  # (src/backend/cuda/launch_trace.h; QWENRT_CUDA_LAUNCH_TRACE=file.csv at run time).
-  option(QWENRT_CUDA_LAUNCH_TRACE "Build the CUDA kernels with the launch trace (diagnostics)" OFF)
-  if(QWENRT_CUDA_LAUNCH_TRACE)
-    target_compile_definitions(qwenrt_lib PRIVATE QWENRT_CUDA_LAUNCH_TRACE)
-  endif()
+  # The kernels, one library per folder (src/backend/cuda/CMakeLists.txt); the host code that
+  # drives them (src/model/cuda: needs the CUDA headers, not nvcc) is part of qwenrt_model.
+  add_subdirectory(${CMAKE_SOURCE_DIR}/src/backend/cuda ${CMAKE_BINARY_DIR}/src/backend/cuda)
   message(STATUS "qwenrt: CUDA backend ON (${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "qwenrt: CUDA backend OFF")

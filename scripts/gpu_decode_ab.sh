@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode speed with an environment switch off and on, on the GPU machine, over binaries built by
 # scripts/gpu_pack.sh:
-#   scripts/gpu_decode_ab.sh VAR [BIN_DIR [OFF ON]]     e.g. QWENRT_CUDA_PDL, or QWENRT_CUDA_RING .gpu 0 plain
+#   scripts/gpu_decode_ab.sh VAR [BIN_DIR [OFF ON]]     e.g. QWENRT_CUDA_PDL, or QWENRT_CUDA_PREFETCH_L2 .gpu 0 1
 # Runs `qwenrt bench --device cuda --synthetic M` for 0.8B, 9B and 27B at batch 1 and 27B at
 # batch 8 and 64, alternating VAR=OFF and VAR=ON (default 0 and 1) twice, and prints tok/s per
 # configuration.

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/attention_decode.h"
-#include "backend/cuda/attention_prefill.h"
-#include "backend/cuda/attention_prepare.h"
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/device_measure.h"
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/attention/attention_decode.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/attention/attention_prepare.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/runtime/device_buffer.h"
 
 using namespace qwenrt;
 using cuda::DeviceBuffer;

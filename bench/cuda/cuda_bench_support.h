@@ -1,14 +1,14 @@
 #pragma once
 // Timing helpers shared by the CUDA benchmarks: the median time per launch of work captured into a
 // CUDA graph (launch gaps hidden, as in the engine's decode step), or of calls timed with events.
-// The copy-bandwidth ceiling is cuda::copy_bandwidth_GBps (backend/cuda/device_measure.h).
+// The copy-bandwidth ceiling is cuda::copy_bandwidth_GBps (backend/cuda/diagnostics/device_measure.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <functional>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::bench {
 

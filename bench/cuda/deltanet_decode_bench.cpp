@@ -1,4 +1,4 @@
-// Speed of the fused Gated DeltaNet decode step (backend/cuda/deltanet_decode.h) against the
+// Speed of the fused Gated DeltaNet decode step (backend/cuda/deltanet/deltanet_decode.h) against the
 // device-to-device copy bandwidth measured in the same run: cuda_deltanet_decode_bench.
 //
 // The kernel is bound by its f32 recurrent state (read once, written once: 64 KiB per value head
@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/deltanet_decode.h"
-#include "backend/cuda/device_measure.h"
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/deltanet/deltanet_decode.h"
+#include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "cuda/cuda_bench_support.h"
 
 using namespace qwenrt;

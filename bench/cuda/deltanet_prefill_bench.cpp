@@ -1,4 +1,4 @@
-// Speed of the chunked Gated DeltaNet window (backend/cuda/deltanet_prefill.h) on one prompt of
+// Speed of the chunked Gated DeltaNet window (backend/cuda/deltanet/deltanet_prefill.h) on one prompt of
 // 512, 8k and 32k rows at the head counts of the released models: cuda_deltanet_prefill_bench.
 //
 // The ceiling measured in the same run is the copy bandwidth, against the bytes the layer must move
@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "cuda/cuda_bench_support.h"
-#include "backend/cuda/device_measure.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 
 using namespace qwenrt;
 using bench::median_ms;

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cublas_gemm.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/device_buffer.h"
-#include "backend/cuda/device_measure.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/runtime/device_buffer.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "cuda/cuda_bench_support.h"
 #include "model/cuda/cuda_forward.h"
 #include "model/released_shapes.h"

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/device_buffer.h"
-#include "backend/cuda/device_measure.h"
-#include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/runtime/device_buffer.h"
+#include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/gemm/skinny_gemm.h"
 #include "cuda/cuda_bench_support.h"
 #include "core/half.h"
 

@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "engine/step_queue.h"
 #ifdef QWENRT_HAVE_CUDA
-#include "backend/cuda/cublas_gemm.h"
-#include "backend/cuda/device_measure.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 #endif
 #include "model/qwen35_model.h"
 #include "model/released_shapes.h"

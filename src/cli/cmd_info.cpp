@@ -1,7 +1,11 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
+#ifdef QWENRT_HAVE_CUDA
+#include "backend/cuda/runtime/runtime_options.h"
+#endif
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "formats/checkpoint_dir.h"
@@ -52,6 +56,14 @@ int run_info(const Args& args) {
   j["mtp_tensors"] = w.mtp_tensors.size();
   j["files"] = ckpt.file_count();
   for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"parameters", e.first}, {"bytes", e.second}};
+#ifdef QWENRT_HAVE_CUDA
+  // The CUDA backend's switches as this process reads them (QWENRT_CUDA_*, docs/cuda.md).
+  std::string cuda_options;
+  for (const auto& [name, value] : cuda::runtime_options().describe()) {
+    j["cuda_options"][name] = value;
+    cuda_options += (cuda_options.empty() ? "" : " ") + name + "=" + value;
+  }
+#endif
 
   if (opt.flag("json")) {
     std::printf("%s\n", j.dump(2).c_str());
@@ -76,6 +88,9 @@ int run_info(const Args& args) {
               w.mtp_tensors.size());
   for (const auto& [dt, e] : by_dtype)
     std::printf("  %-6s       %lld parameters, %.3f MB\n", dt.c_str(), static_cast<long long>(e.first), e.second / 1e6);
+#ifdef QWENRT_HAVE_CUDA
+  std::printf("cuda options   %s\n", cuda_options.c_str());
+#endif
   return 0;
 }
 

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #ifdef QWENRT_HAVE_CUDA
-#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/runtime/cuda_device.h"
 #endif
 
 namespace qwenrt {

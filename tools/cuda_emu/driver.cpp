@@ -1,8 +1,10 @@
 // Runs the chunked DeltaNet kernels (emulated) on the GPU test's cases and data, against a double
 // row-by-row reference with the CPU layer's arithmetic.
 #include <cuda_runtime_api.h>
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/wgmma_probe.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/runtime/runtime_options.h"
+#include "backend/cuda/runtime/wgmma_probe.h"
+#include <optional>
 #include <random>
 #include <vector>
 #include <cstdio>
@@ -145,8 +147,8 @@ void run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases,
 }
 
 int wgmma_check();
-// The emulator has Hopper's warpgroup products (mock/backend/cuda/wgmma.cuh);
-// QWENRT_CUDA_STATE_WGMMA=1 runs the state kernel on them, as on the GPU.
+// The emulator has Hopper's warpgroup products (mock/backend/cuda/ptx/wgmma.cuh);
+// RuntimeOptions::state_wgmma (QWENRT_CUDA_STATE_WGMMA=1) runs the state kernel on them, as on the GPU.
 bool qwenrt::cuda::wgmma_available() { return true; }
 
 int main(int argc, char** argv) {
@@ -163,13 +165,17 @@ int main(int argc, char** argv) {
   // Value heads >= 32: blocks of 64 state columns, the wgmma state kernel, then the mma.sync one
   // on the same data: the same products in the same order per accumulator, so the same bits.
   auto both_state_kernels = [](auto run) {
-    setenv("QWENRT_CUDA_STATE_WGMMA", "1", 1);
+    qwenrt::cuda::RuntimeOptions on_wgmma = qwenrt::cuda::runtime_options(), on_mma = on_wgmma;
+    on_wgmma.state_wgmma = true;
+    on_mma.state_wgmma = false;
+    std::optional<qwenrt::cuda::ScopedRuntimeOptions> options;
+    options.emplace(on_wgmma);
     run();
     const auto out = g_out;
     const auto state = g_state;
-    setenv("QWENRT_CUDA_STATE_WGMMA", "0", 1);
+    options.emplace(on_mma);
     run();
-    unsetenv("QWENRT_CUDA_STATE_WGMMA");
+    options.reset();
     const bool same = out == g_out && std::memcmp(state.data(), g_state.data(), state.size() * sizeof(float)) == 0;
     std::printf("  wgmma state kernel vs mma.sync: %s\n", same ? "same bits" : "DIFFERENT");
     failures += !same;

@@ -1,9 +1,10 @@
 # Rewrites the DeltaNet window's .cu files into plain C++ for the emulator (mock/simt.h): dynamic
 # shared memory comes from the emulated block, <<<...>>> launches become emu::launch calls.
-#   gen.py SRC_DIR OUT_DIR
+#   gen.py SRC_DIR OUT_DIR     (SRC_DIR: src/backend/cuda)
 import re, sys, os
 src_dir, out_dir = sys.argv[1], sys.argv[2]
-for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_chunk_state_wgmma.cu', 'deltanet_chunk_output.cu', 'deltanet_prefill.cu', 'wgmma_forms_check.cu']:
+for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_state.cu', 'deltanet/deltanet_chunk_state_wgmma.cu',
+             'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu']:
     s = open(os.path.join(src_dir, name)).read()
     s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
     def launch(m):
@@ -22,5 +23,4 @@ for name in ['deltanet_chunk_prepare.cu', 'deltanet_chunk_state.cu', 'deltanet_c
     # launch_chained(kernel, grid, block, smem, stream, args...): the stream is dropped
     s = re.sub(r'launch_chained\((\w+), (dim3\(.*?\)), (dim3\(.*?\)), (.*?), stream, (.*?)\);',
                lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s)
-    s = s.replace('#include "backend/cuda/', '#include "backend/cuda/')
-    open(os.path.join(out_dir, name.replace('.cu', '.cpp')), 'w').write(s)
+    open(os.path.join(out_dir, os.path.basename(name).replace('.cu', '.cpp')), 'w').write(s)

@@ -1,8 +1,8 @@
 // Case 5: the warpgroup-product forms the kernels use, through the emulated wgmma
-// (mock/backend/cuda/wgmma.cuh), by the kernel the GPU test runs (backend/cuda/wgmma_forms_check):
+// (mock/backend/cuda/ptx/wgmma.cuh), by the kernel the GPU test runs (backend/cuda/wgmma_forms_check):
 // tiles laid out and named as the H200-proven attention kernel and the DeltaNet state kernel do.
 #include <cuda_runtime_api.h>
-#include "backend/cuda/wgmma_forms_check.h"
+#include "backend/cuda/diagnostics/wgmma_forms_check.h"
 #include <cstdio>
 
 using namespace qwenrt::cuda;

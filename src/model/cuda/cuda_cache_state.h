@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "cache/model_cache.h"
 #include "model/config.h"
 

@@ -7,28 +7,21 @@
 #include <cstring>
 #include <sstream>
 
-#include "backend/cuda/attention_decode.h"
-#include "backend/cuda/attention_prefill.h"
-#include "backend/cuda/cuda_device.h"
-#include "backend/cuda/deltanet_decode.h"
-#include "backend/cuda/row_ops.h"
+#include "backend/cuda/attention/attention_decode.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/deltanet/deltanet_decode.h"
+#include "backend/cuda/rows/argmax_rows.h"
+#include "backend/cuda/rows/copy_in_kernel.h"
+#include "backend/cuda/runtime/runtime_options.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "model/cuda/cuda_weights.h"
 
 namespace qwenrt {
 
-namespace {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "1";
-}
-
-}  // namespace
-
 CudaForward::CudaForward(int device_index, const ModelConfig& config, ModelWeights& weights)
-    : device_(device_index), config_(config), profiler_(env_flag("QWENRT_CUDA_PROFILE")) {
+    : device_(device_index), config_(config), profiler_(cuda::runtime_options().profile) {
   const cuda::DeviceInfo info = cuda::require_supported_device(device_index);
   scratch_ = std::make_unique<ScratchArena>();  // on the device just selected
   device_name_ = info.name;
@@ -46,9 +39,8 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, ModelWeigh
   weight_arena_ = upload_weights(weights);
   QWENRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   for (StepIo& io : io_) QWENRT_CUDA_CHECK(cudaEventCreateWithFlags(&io.done, cudaEventDisableTiming));
-  const char* graphs = std::getenv("QWENRT_CUDA_GRAPHS");
-  use_graphs_ = !(graphs && std::string(graphs) == "0") && !profiler_.enabled();
-  if (const char* trace = std::getenv("QWENRT_CUDA_LAUNCH_TRACE"); trace && *trace)
+  use_graphs_ = cuda::runtime_options().graphs && !profiler_.enabled();
+  if (const std::string& trace = cuda::runtime_options().launch_trace; !trace.empty())
     launch_trace_ = std::make_unique<cuda::LaunchTrace>(trace, 2u << 20);
 }
 

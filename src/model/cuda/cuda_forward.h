@@ -6,10 +6,10 @@
 #include <array>
 #include <memory>
 
-#include "backend/cuda/cublas_gemm.h"
-#include "backend/cuda/device_buffer.h"
-#include "backend/cuda/launch_trace.h"
-#include "backend/cuda/stream_profiler.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/runtime/device_buffer.h"
+#include "backend/cuda/diagnostics/launch_trace.h"
+#include "backend/cuda/diagnostics/stream_profiler.h"
 #include "model/cuda/cuda_ops.h"
 #include "model/cuda/graph_cache.h"
 #include "model/cuda/scratch_arena.h"

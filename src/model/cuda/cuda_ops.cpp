@@ -2,13 +2,17 @@
 
 #include <cuda_bf16.h>
 
-#include "backend/cuda/attention_decode.h"
-#include "backend/cuda/attention_prefill.h"
-#include "backend/cuda/attention_prepare.h"
-#include "backend/cuda/deltanet_decode.h"
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/row_ops.h"
-#include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/attention/attention_decode.h"
+#include "backend/cuda/attention/attention_prefill.h"
+#include "backend/cuda/attention/attention_prepare.h"
+#include "backend/cuda/deltanet/deltanet_decode.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/rows/add_in_place.h"
+#include "backend/cuda/rows/embed_rows.h"
+#include "backend/cuda/rows/rms_norm_rows.h"
+#include "backend/cuda/rows/swiglu_rows.h"
+#include "backend/cuda/rows/to_bf16_rows.h"
+#include "backend/cuda/gemm/skinny_gemm.h"
 #include "core/error.h"
 
 namespace qwenrt {

@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "backend/cuda/cublas_gemm.h"
-#include "backend/cuda/deltanet_prefill.h"
-#include "backend/cuda/stream_profiler.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/diagnostics/stream_profiler.h"
 #include "model/config.h"
 #include "model/cuda/cuda_cache_state.h"
 #include "model/cuda/scratch_arena.h"

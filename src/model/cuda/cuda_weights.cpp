@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <map>
 
-#include "backend/cuda/device_measure.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "core/error.h"
 #include "core/half.h"
 

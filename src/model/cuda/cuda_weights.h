@@ -2,7 +2,7 @@
 // The model's weights on one GPU, in one device allocation: every matrix as bf16 (f16/f32
 // checkpoints rounded once at upload; synthetic weights made on the device), every small vector as
 // f32. Each Weight's and ParamVector's `bound` records where its copy is.
-#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "model/weights.h"
 
 namespace qwenrt {

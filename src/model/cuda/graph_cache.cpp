@@ -1,6 +1,6 @@
 #include "model/cuda/graph_cache.h"
 
-#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "model/cuda/memory_epoch.h"
 
 namespace qwenrt {

@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "backend/cuda/pinned_buffer.h"
+#include "backend/cuda/runtime/pinned_buffer.h"
 #include "cache/model_cache.h"
 #include "model/cuda/scratch_arena.h"
 #include "model/step.h"
