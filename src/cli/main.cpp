@@ -24,7 +24,7 @@ const char* kUsage =
     "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "            [--presence-penalty X] [--frequency-penalty X] [--seed S]\n"
     "  chat      --model DIR [same sampling options] [--system S] [--no-think]\n"
-    "every command takes --threads N\n";
+    "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
 
 }  // namespace
 

@@ -11,6 +11,13 @@ namespace {
 
 using nlohmann::json;
 
+// A value as it appears in the file, cut short for error messages.
+std::string shown(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
 const json* field(const json& j, const char* key) {
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? nullptr : &*it;
@@ -18,7 +25,7 @@ const json* field(const json& j, const char* key) {
 
 // An integer in [lo, hi]; JSON numbers outside int64 (unsigned above 2^63) are out of range too.
 int64_t integer(const json& v, const std::string& source, const std::string& key, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) fail(source, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "], got ", v.dump());
+  if (!v.is_number_integer()) fail(source, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "], got ", shown(v));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
     fail(source, ": \"", key, "\" = ", v.get<uint64_t>(), " is outside [", lo, ", ", hi, "]");
   const int64_t i = v.get<int64_t>();
@@ -28,7 +35,7 @@ int64_t integer(const json& v, const std::string& source, const std::string& key
 
 double number(const json& v, const std::string& source, const char* key, double lo, double hi, bool lo_open) {
   const char* range = lo_open ? "(" : "[";
-  if (!v.is_number()) fail(source, ": \"", key, "\" must be a number in ", range, lo, ", ", hi, "], got ", v.dump());
+  if (!v.is_number()) fail(source, ": \"", key, "\" must be a number in ", range, lo, ", ", hi, "], got ", shown(v));
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
     fail(source, ": \"", key, "\" = ", d, " is outside ", range, lo, ", ", hi, "]");
@@ -53,13 +60,13 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
     } else if (eos->is_number_integer()) {
       g.eos_token_ids.push_back(token_id(*eos, source, "eos_token_id"));
     } else {
-      fail(source, ": \"eos_token_id\" must be a token id or a list of token ids, got ", eos->dump());
+      fail(source, ": \"eos_token_id\" must be a token id or a list of token ids, got ", shown(*eos));
     }
   }
   if (const json* v = field(j, "bos_token_id")) g.bos_token_id = token_id(*v, source, "bos_token_id");
   if (const json* v = field(j, "pad_token_id")) g.pad_token_id = token_id(*v, source, "pad_token_id");
   if (const json* v = field(j, "do_sample")) {
-    if (!v->is_boolean()) fail(source, ": \"do_sample\" must be true or false, got ", v->dump());
+    if (!v->is_boolean()) fail(source, ": \"do_sample\" must be true or false, got ", shown(*v));
     g.do_sample = v->get<bool>();
   }
   if (const json* v = field(j, "temperature")) g.temperature = number(*v, source, "temperature", 0.0, 100.0, false);
