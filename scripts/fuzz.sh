@@ -1,14 +1,61 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for a while (default 60 s):
-#   scripts/fuzz.sh [seconds]
+# Builds the libFuzzer targets with clang and runs each for a while (default 60 s; CI uses 30):
+#   scripts/fuzz.sh [seconds] [target...]
+# The targets are every fuzz/*_fuzz.cpp (CMake builds the same glob); each gets a seed corpus from
+# the committed fixtures (and the real tokenizer files of ../shared/tokenizers when present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+shift || true
+if [ $# -gt 0 ]; then
+  targets=("$@")
+else
+  targets=()
+  for f in fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+shared=""
+for d in "${QWENRT_SHARED_DIR:-}" ../shared /work/shared; do
+  if [ -n "$d" ] && [ -d "$d/tokenizers" ]; then shared=$d; break; fi
+done
+
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target config_fuzz safetensors_header_fuzz
-# Seed corpora from the committed fixtures.
-mkdir -p build/fuzz/corpus/config build/fuzz/corpus/safetensors
-for f in tests/fixtures/*/config.json; do cp "$f" "build/fuzz/corpus/config/$(basename "$(dirname "$f")").json"; done
-for f in tests/fixtures/*/model.safetensors; do head -c 65536 "$f" > "build/fuzz/corpus/safetensors/$(basename "$(dirname "$f")")"; done
-./build/fuzz/config_fuzz -max_total_time="$seconds" build/fuzz/corpus/config
-./build/fuzz/safetensors_header_fuzz -max_total_time="$seconds" build/fuzz/corpus/safetensors
+cmake --build --preset fuzz -j "$(nproc)" --target "${targets[@]}"
+
+# Seeds for one target into build/fuzz/corpus/<target>.
+seed() {
+  local t=$1 c=build/fuzz/corpus/$1 f n
+  mkdir -p "$c"
+  case $t in
+    config_fuzz)
+      for f in tests/fixtures/*/config.json models/*/config.json; do cp "$f" "$c/$(basename "$(dirname "$f")").json"; done ;;
+    safetensors_header_fuzz)
+      for f in tests/fixtures/*/model.safetensors tests/fixtures/*/model-*.safetensors; do
+        [ -f "$f" ] && head -c 65536 "$f" > "$c/$(basename "$(dirname "$f")")_$(basename "$f")"
+      done ;;
+    generation_config_fuzz)
+      for f in tests/fixtures/*/generation_config.json models/*/generation_config.json; do cp "$f" "$c/$(basename "$(dirname "$f")").json"; done
+      if [ -n "$shared" ]; then  # JSON of the same family (token ids, nesting) from the real tokenizers
+        for f in "$shared"/tokenizers/*/tokenizer_config.json; do head -c 65536 "$f" > "$c/$(basename "$(dirname "$f")")_tokenizer_config.json"; done
+      fi ;;
+    checkpoint_index_fuzz)
+      # The index alone (bound against the fixture's config), and index + NUL + a config.
+      for f in tests/fixtures/*/model.safetensors.index.json; do
+        n=$(basename "$(dirname "$f")")
+        cp "$f" "$c/$n.json"
+        for g in tests/fixtures/*/config.json; do
+          { cat "$f"; printf '\0'; cat "$g"; } > "$c/${n}_with_$(basename "$(dirname "$g")").bin"
+        done
+      done ;;
+    npy_fuzz)
+      # One whole (valid) array, and the headers of the others.
+      cp tests/fixtures/dense_tied/greedy_logits.npy "$c/dense_tied_greedy_logits.npy"
+      for f in tests/fixtures/*/*.npy; do head -c 4096 "$f" > "$c/$(basename "$(dirname "$f")")_$(basename "$f" .npy)_head.npy"; done ;;
+    *) echo "fuzz.sh: no seeds for $t (add them to seed())" >&2 ;;
+  esac
+}
+
+for t in "${targets[@]}"; do
+  seed "$t"
+  echo "== $t ($seconds s)"
+  "./build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 "build/fuzz/corpus/$t"
+done

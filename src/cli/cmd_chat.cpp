@@ -8,8 +8,9 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "engine/text_session.h"
 #include "cli/session_options.h"
+#include "engine/text_session.h"
+#include "text/unicode/unicode_utf8.h"
 #include "core/error.h"
 
 #ifdef QWENRT_HAVE_LIBEDIT
@@ -59,6 +60,7 @@ int run_chat(const Args& args) {
   gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 20);
   bool think = !opt.flag("no-think");
   std::string system = opt.str_or("system", "");
+  require_utf8(system, "chat: the system prompt (--system)");
   nlohmann::ordered_json history = nlohmann::ordered_json::array();
   std::fprintf(stderr, "%s", kHelp);
 
@@ -78,6 +80,7 @@ int run_chat(const Args& args) {
         } else if (cmd == "set" && name == "think") {
           think = value == "on" || value == "true" || value == "1";
         } else if (cmd == "set" && name == "system") {
+          require_utf8(value, "/set system: the system prompt");
           system = value;
         } else if (cmd == "set" && name == "max-tokens") {
           Options o("/set", {"max-tokens"}, {});
@@ -96,6 +99,10 @@ int run_chat(const Args& args) {
       } catch (const Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
       }
+      continue;
+    }
+    if (const auto bad = text::utf8::find_invalid(text)) {
+      std::fprintf(stderr, "error: the input line is not valid UTF-8 (ill-formed sequence at byte %zu); ignored\n", *bad);
       continue;
     }
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();

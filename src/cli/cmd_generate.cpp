@@ -1,5 +1,5 @@
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -11,8 +11,7 @@ namespace qwenrt::cli {
 namespace {
 
 std::vector<std::vector<int32_t>> read_batch_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open batch file");
+  std::istringstream in(read_input_file(path, "--batch-file"));
   std::vector<std::vector<int32_t>> prompts;
   std::string line;
   int lineno = 0;

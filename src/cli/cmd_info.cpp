@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -8,19 +9,54 @@
 #endif
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/thread_pool.h"
 #include "formats/checkpoint_dir.h"
+#include "formats/checkpoint_scan.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace qwenrt::cli {
 
+namespace {
+
+// --check: every floating-point tensor scanned for NaN and Inf; exit 1 when any holds one.
+int check_weights(const CheckpointDir& ckpt, bool json) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CheckpointScan scan = scan_non_finite(ckpt, ThreadPool::global());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json) {
+    nlohmann::json j;
+    j["ok"] = scan.non_finite.empty();
+    j["tensors_scanned"] = scan.tensors_scanned;
+    j["values_scanned"] = scan.values_scanned;
+    j["skipped_tensors"] = scan.skipped;
+    j["non_finite"] = nlohmann::json::array();
+    for (const auto& t : scan.non_finite)
+      j["non_finite"].push_back({{"tensor", t.name}, {"file", t.file}, {"nan", t.nan}, {"inf", t.inf}, {"first_index", t.first_index}});
+    j["seconds"] = seconds;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const auto& t : scan.non_finite)
+      std::printf("%s (%s): %lld NaN, %lld Inf, first at flat index %lld\n", t.name.c_str(), t.file.c_str(), static_cast<long long>(t.nan),
+                  static_cast<long long>(t.inf), static_cast<long long>(t.first_index));
+    std::printf("%s: %lld tensors (%lld values) scanned in %.2f s, %zu with non-finite values", scan.non_finite.empty() ? "ok" : "FAILED",
+                static_cast<long long>(scan.tensors_scanned), static_cast<long long>(scan.values_scanned), seconds, scan.non_finite.size());
+    if (!scan.skipped.empty()) std::printf("; %zu tensors of non-float dtypes not scanned", scan.skipped.size());
+    std::printf("\n");
+  }
+  return scan.non_finite.empty() ? 0 : 1;
+}
+
+}  // namespace
+
 int run_info(const Args& args) {
-  Options opt("info", {"model"}, {"json"});
+  Options opt("info", {"model"}, {"json", "check"});
   opt.parse(args);
   apply_threads(opt);
   device_option(opt);  // accepted everywhere; this command computes nothing on it
   const std::string dir = opt.str("model");
   CheckpointDir ckpt(dir);
+  if (opt.flag("check")) return check_weights(ckpt, opt.flag("json"));
   const ModelConfig c = parse_model_config(ckpt.config(), dir + "/config.json");
   const ModelWeights w = bind_weights(c, ckpt);  // validates every tensor
 

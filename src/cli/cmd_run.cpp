@@ -2,8 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -29,11 +27,12 @@ int run_run(const Args& args) {
   std::string prompt;
   if (opt.has("prompt")) {
     prompt = opt.str("prompt");
+    require_utf8(prompt, "run: the prompt (-p)");
   } else {
-    std::ifstream in(opt.str("file"), std::ios::binary);
-    if (!in) fail("run: cannot open ", opt.str("file"));
-    prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    prompt = read_input_file(opt.str("file"), "run: -f");
+    require_utf8(prompt, "run: the prompt file " + opt.str("file"));
   }
+  if (opt.has("system")) require_utf8(opt.str("system"), "run: the system prompt (--system)");
   const bool json = opt.flag("json");
   TextSession session(resolve_model_dir(opt), !json && isatty(2), device_option(opt));
   SampledGenerationOptions gen;

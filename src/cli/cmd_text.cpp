@@ -35,10 +35,7 @@ int run_template(const Args& args) {
   const std::string dir = opt.str("model");
   // Ordered: key order reaches the template (tojson keeps insertion order, as Python does).
   const std::string request_path = opt.str("request");
-  std::ifstream in(request_path, std::ios::binary);
-  if (!in) fail(request_path, ": cannot open");
-  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(
-      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), nullptr, false);
+  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(read_input_file(request_path, "template: --request"), nullptr, false);
   if (request.is_discarded()) fail(request_path, ": invalid JSON");
   if (!request.is_object()) fail(request_path, ": the request must be a JSON object");
   try {

@@ -16,7 +16,7 @@ const char* kUsage =
     "  logits    --model DIR --tokens 1,2,3 --out FILE.npy [--prefill-chunk N]\n"
     "  generate  --model DIR (--tokens 1,2,3 | --batch-file FILE) --max-tokens N [--temperature 0]\n"
     "            [--stop-ids A,B] [--prefill-chunk N] [--json]\n"
-    "  info      --model DIR [--json]\n"
+    "  info      --model DIR [--json] [--check]  (--check: NaN/Inf scan of every weight, exit 1 if any)\n"
     "  bench     (--model DIR | --synthetic NAME) [--prompt-tokens P] [--gen-tokens G] [--batch B] [--json]\n"
     "  tokenize  --model DIR                    (text on stdin, JSON ids on stdout)\n"
     "  template  --model DIR --request FILE.json (prints the rendered prompt)\n"
@@ -24,7 +24,7 @@ const char* kUsage =
     "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "            [--presence-penalty X] [--frequency-penalty X] [--seed S]\n"
     "  chat      --model DIR [same sampling options] [--system S] [--no-think]\n"
-    "every command takes --threads N\n";
+    "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "text/unicode_utf8.h"
 
 namespace qwenrt::cli {
 
@@ -94,6 +96,19 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
     pos = comma + 1;
   }
   return ids;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what) {
+  try {
+    return read_regular_file(path, kMaxInputFileBytes);
+  } catch (const Error& e) {
+    fail(what, ": ", e.what());
+  }
+}
+
+void require_utf8(const std::string& text, const std::string& where) {
+  if (const auto bad = text::utf8::find_invalid(text))
+    fail(where, " is not valid UTF-8 (ill-formed sequence at byte ", *bad, ")");
 }
 
 }  // namespace qwenrt::cli

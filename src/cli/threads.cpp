@@ -1,14 +1,20 @@
+#include <algorithm>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace qwenrt::cli {
 
 void apply_threads(const Options& options) {
   const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  ThreadPool::set_global_threads(static_cast<int>(options.integer_or("threads", hw, 1, 1024)));
+  const int64_t threads = options.integer_or("threads", hw, 1, kMaxThreads);
+  if (threads > kThreadsPerHardwareThread * hw)
+    fail(options.command(), ": --threads ", threads, " is more than ", kThreadsPerHardwareThread, "x the ", hw,
+         " hardware threads of this machine (at most ", kThreadsPerHardwareThread * hw, ")");
+  ThreadPool::set_global_threads(static_cast<int>(threads));
 }
 
 DeviceSpec device_option(const Options& options) {

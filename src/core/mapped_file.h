@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <span>
+#include <string>
 
 namespace qwenrt {
 
@@ -22,5 +23,11 @@ class MappedFile {
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+// Reads a whole regular file into memory (JSON, prompts, requests). Anything that is not a regular
+// file (a directory, a FIFO, a device) is an Error naming the path, found without blocking: a FIFO
+// is opened non-blocking and rejected. Files over `max_bytes` are an Error naming the limit.
+inline constexpr std::size_t kMaxTextFileBytes = std::size_t{1} << 30;  // 1 GiB
+std::string read_regular_file(const std::filesystem::path& path, std::size_t max_bytes = kMaxTextFileBytes);
 
 }  // namespace qwenrt

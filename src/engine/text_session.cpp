@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "formats/json_file.h"
+#include "formats/generation_config.h"
 #include "text/jinja/chat_template_loader.h"
 #include "text/output/reasoning_splitter.h"
 #include "text/output/text_stream.h"
@@ -39,14 +39,13 @@ TextSession::TextSession(const std::string& model_dir, bool verbose, const Devic
   // Sampling defaults from generation_config.json, as transformers and vLLM use them.
   defaults_.seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   if (fs::exists(fs::path(model_dir) / "generation_config.json")) {
-    const auto g = read_json_file(fs::path(model_dir) / "generation_config.json");
-    if (g.value("do_sample", true) == false) defaults_.temperature = 0.0f;
-    else if (g.contains("temperature") && g["temperature"].is_number()) defaults_.temperature = g["temperature"].get<float>();
-    if (g.contains("top_k") && g["top_k"].is_number_integer()) defaults_.top_k = g["top_k"].get<int32_t>();
-    if (g.contains("top_p") && g["top_p"].is_number()) defaults_.top_p = g["top_p"].get<float>();
-    if (g.contains("min_p") && g["min_p"].is_number()) defaults_.min_p = g["min_p"].get<float>();
-    if (g.contains("repetition_penalty") && g["repetition_penalty"].is_number())
-      defaults_.repetition_penalty = g["repetition_penalty"].get<float>();
+    const GenerationConfig g = read_generation_config(fs::path(model_dir) / "generation_config.json");
+    if (g.do_sample == false) defaults_.temperature = 0.0f;
+    else if (g.temperature) defaults_.temperature = static_cast<float>(*g.temperature);
+    if (g.top_k) defaults_.top_k = *g.top_k;
+    if (g.top_p) defaults_.top_p = static_cast<float>(*g.top_p);
+    if (g.min_p) defaults_.min_p = static_cast<float>(*g.min_p);
+    if (g.repetition_penalty) defaults_.repetition_penalty = static_cast<float>(*g.repetition_penalty);
     defaults_.validate();
   }
   if (verbose)

@@ -1,19 +1,15 @@
 #include "formats/json_file.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace qwenrt {
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot open");
-  std::stringstream buf;
-  buf << in.rdbuf();
+  const std::string text = read_regular_file(path);
   try {
-    return nlohmann::json::parse(buf.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": invalid JSON: ", e.what());
   }

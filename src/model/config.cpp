@@ -42,6 +42,8 @@ class FieldReader {
  private:
   int64_t check_int(const json& v, const char* key, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer()) fail(source_, ": field '", key, "' must be an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+      fail(source_, ": field '", key, "' = ", v.get<uint64_t>(), " is outside [", lo, ", ", hi, "]");
     int64_t i = v.get<int64_t>();
     if (i < lo || i > hi) fail(source_, ": field '", key, "' = ", i, " is outside [", lo, ", ", hi, "]");
     return i;
@@ -189,6 +191,11 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
     c.intermediate_size = f.integer("intermediate_size", 1, 1 << 20);
   }
   c.mtp_layers = f.integer_or("mtp_num_hidden_layers", 0, 0, 16);
+  // The text config decides; the top level is the fallback (some exports put it there only).
+  if (f.find("max_position_embeddings"))
+    c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxPositionEmbeddingsLimit);
+  else if (c.nested)
+    c.max_position_embeddings = FieldReader(root, source).integer_or("max_position_embeddings", 0, 1, kMaxPositionEmbeddingsLimit);
   read_layer_types(*text, f, c);
 
   // Tied embeddings: the text config decides, the top level is the fallback.

@@ -40,6 +40,11 @@ struct ModelConfig {
 
   int64_t mtp_layers = 0;
 
+  // The longest context the checkpoint was trained for (positions 0 .. max_position_embeddings-1):
+  // "max_position_embeddings" in text_config or at the top level; 0 when the config does not say
+  // (then only the engine's own limits apply). Released Qwen 3.5 configs give 262144.
+  int64_t max_position_embeddings = 0;
+
   int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
   int64_t value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
@@ -48,6 +53,9 @@ struct ModelConfig {
   CacheShape cache_shape() const;
   std::string layer_pattern() const;  // e.g. "LLLA LLLA" (L = linear, A = full attention)
 };
+
+// The largest max_position_embeddings accepted (2^31 - 1: positions are 32-bit in the kernels).
+inline constexpr int64_t kMaxPositionEmbeddingsLimit = (int64_t{1} << 31) - 1;
 
 // Throws Error naming `source` and the offending field on anything missing or absurd.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);

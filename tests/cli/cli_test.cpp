@@ -104,7 +104,7 @@ TEST(Cli, BadInvocationsFailCleanly) {
            {"generate" + model + " --tokens 1,2 --threads 0", "--threads must be in"},
            {"generate" + model + " --tokens 1,2 --temperature 0.7", "only greedy"},
            {"generate" + model + " --max-tokens 2", "exactly one of --tokens and --batch-file"},
-           {"generate" + model + " --batch-file /nonexistent.txt", "cannot open batch file"},
+           {"generate" + model + " --batch-file /nonexistent.txt", "--batch-file: /nonexistent.txt: cannot open"},
            {"bench --synthetic 1000b", "unknown synthetic model"},
            {"logits" + model + " --tokens 1,2 --out /tmp/x.npy --prefill-chunk 0", "--prefill-chunk must be in"},
        }) {

@@ -9,6 +9,7 @@ namespace qwenrt::text {
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {
+  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(path.string() + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path.string());
   std::ostringstream buffer;

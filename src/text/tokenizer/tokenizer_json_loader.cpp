@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/generation_config.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/tokenizer/tokenizer_byte_level.h"
 #include "text/tokenizer/tokenizer_impl.h"
@@ -23,6 +24,7 @@ using nlohmann::json;
 }
 
 json read_json(const fs::path& file) {
+  if (fs::exists(file) && !fs::is_regular_file(file)) fail(file, "not a regular file (a directory, FIFO or device?)");
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, "cannot open file");
   std::ostringstream buffer;
@@ -276,23 +278,15 @@ Tokenizer Tokenizer::load(const fs::path& dir_or_file) {
   if (impl->eos) impl->stop_ids.push_back(*impl->eos);
   const fs::path generation_file = dir / "generation_config.json";
   if (fs::exists(generation_file)) {
-    const json generation = read_json(generation_file);
-    const json eos = generation.is_object() ? generation.value("eos_token_id", json()) : json();
-    std::vector<int32_t> ids;
-    if (eos.is_number_integer()) {
-      ids.push_back(eos.get<int32_t>());
-    } else if (eos.is_array()) {
-      for (const json& e : eos) {
-        if (!e.is_number_integer()) fail(generation_file, "\"eos_token_id\" holds a non-integer");
-        ids.push_back(e.get<int32_t>());
-      }
-    } else if (!eos.is_null()) {
-      fail(generation_file, "\"eos_token_id\" is neither an integer nor a list");
+    GenerationConfig generation;
+    try {
+      generation = read_generation_config(generation_file);
+      check_generation_token_ids(generation, impl->vocab_size, generation_file.string());
+    } catch (const qwenrt::Error& e) {
+      throw TokenizerError(std::string("tokenizer: ") + e.what());
     }
+    const std::vector<int32_t>& ids = generation.eos_token_ids;
     for (const int32_t id : ids) {
-      if (id < 0 || id >= impl->vocab_size) {
-        fail(generation_file, "eos_token_id " + std::to_string(id) + " is not a token id");
-      }
       if (std::find(impl->stop_ids.begin(), impl->stop_ids.end(), id) == impl->stop_ids.end()) {
         impl->stop_ids.push_back(id);
       }
