@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "text/unicode_utf8.h"
+#include "text/unicode/unicode_utf8.h"
 
 namespace qwenrt::cli {
 

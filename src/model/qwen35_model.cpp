@@ -74,6 +74,10 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
       for (int32_t t : s.tokens)
         if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size, ")");
     const int64_t start = cache.length(s.slot), n = static_cast<int64_t>(s.tokens.size());
+    const int64_t limit = config_.max_position_embeddings;
+    if (limit > 0 && start + n > limit)
+      fail("sequence slot ", s.slot, " would reach ", start + n, " tokens, past the model's context of ", limit,
+           " (max_position_embeddings in its config.json)");
     lay.spans.push_back({s.slot, lay.total_rows, n, start});
     for (int64_t i = 0; i < n; ++i) lay.positions.push_back(start + i);
     lay.total_rows += n;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <memory>
 
+#include "backend/cpu/matmul.h"
 #include "backend/cuda/gpu_test_support.h"
+#include "core/half.h"
 #include "backend/cuda/runtime/runtime_options.h"
 #include "engine/greedy_generation.h"
 #include "engine/sampled_generation.h"
@@ -148,6 +150,38 @@ TEST_P(CudaParity, ArgmaxStepsPickTheLogitsArgmax) {
     for (std::size_t r = 0; r < picked.size(); ++r)
       EXPECT_EQ(picked[r], argmax_row(&logits[r * static_cast<std::size_t>(V)], V)) << GetParam() << " step " << i << " row " << r;
   }
+}
+
+// Given embedding rows (vision features, MTP inputs) on the GPU: a row given its token's own
+// embedding (as the GPU's bf16 table holds it) computes the same bits as the token; the hidden rows
+// returned are what the head reads (their product with lm_head on the CPU gives the logits).
+TEST_P(CudaParity, GivenEmbeddingsAndHiddenRows) {
+  const int64_t H = model_->config().hidden_size, V = model_->config().vocab_size;
+  const std::vector<int32_t> prompt(ref_.prompt.begin(), ref_.prompt.begin() + 9);
+  auto run = [&](const StepSequence& seq, StepOutput& out) {
+    ModelCache cache = model_->new_cache(1);
+    cache.acquire();
+    Step step{Phase::Window, {seq}, true};
+    step.hidden = true;
+    model_->forward(step, cache, pool_, out);
+  };
+  StepOutput plain, given;
+  run({0, prompt}, plain);
+  StepSequence seq{0, prompt};
+  seq.embedding_rows = {3, 8};
+  seq.embeddings.resize(static_cast<std::size_t>(2 * H));
+  for (int i = 0; i < 2; ++i) {
+    float* row = seq.embeddings.data() + i * H;
+    model_->weights().embed.row_to_f32(prompt[static_cast<std::size_t>(seq.embedding_rows[static_cast<std::size_t>(i)])], row);
+    for (int64_t d = 0; d < H; ++d) row[d] = bf16_to_f32(f32_to_bf16(row[d]));
+  }
+  run(seq, given);
+  EXPECT_EQ(0, std::memcmp(given.logits.data(), plain.logits.data(), plain.logits.size() * sizeof(float))) << GetParam();
+  ASSERT_EQ(plain.hidden.size(), prompt.size() * static_cast<std::size_t>(H));
+  std::vector<float> logits(plain.logits.size());
+  cpu::matmul(plain.hidden.data(), static_cast<int64_t>(prompt.size()), model_->weights().lm_head, logits.data(), pool_);
+  EXPECT_LT(test::relative_l2(logits, plain.logits), 1e-5) << GetParam();
+  EXPECT_EQ(plain.logits.size(), prompt.size() * static_cast<std::size_t>(V));
 }
 
 // Steps queued ahead of the host, taking their tokens from the step before on the GPU, pick what
