@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
   struct Shape {
     int64_t rows, cols, n;
   };
-  for (Shape s : {Shape{248320, 1024, 1}, Shape{6144, 1024, 1}, Shape{1024, 3584, 1}, Shape{248320, 1024, 4}, Shape{3584, 1024, 64},
-                  Shape{3584, 1024, 512}}) {
+  for (Shape s :
+       {Shape{248320, 1024, 1}, Shape{6144, 1024, 1}, Shape{1024, 3584, 1}, Shape{248320, 1024, 4}, Shape{3584, 1024, 64}, Shape{3584, 1024, 512}}) {
     std::unique_ptr<uint16_t[]> w(new uint16_t[static_cast<std::size_t>(s.rows * s.cols)]);
     for (int64_t i = 0; i < s.rows * s.cols; ++i) w[i] = f32_to_bf16(static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
     Weight m{WeightFormat::BF16, s.rows, s.cols, reinterpret_cast<const std::byte*>(w.get())};

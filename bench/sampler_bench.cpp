@@ -43,13 +43,12 @@ int main() {
     float p, min_p, rep;
     bool logprobs;
   };
-  for (const Case& c : {Case{"greedy (temperature 0)", 0.0f, 0, 1.0f, 0.0f, 1.0f, false},
-                        Case{"Qwen chat: T 0.7, top-k 20, top-p 0.8", 0.7f, 20, 0.8f, 0.0f, 1.0f, false},
-                        Case{"T 0.6, top-k 20, top-p 0.95, repetition 1.05", 0.6f, 20, 0.95f, 0.0f, 1.05f, false},
-                        Case{"T 1, top-p 0.95 (no top-k)", 1.0f, 0, 0.95f, 0.0f, 1.0f, false},
-                        Case{"T 1, min-p 0.05 (no top-k)", 1.0f, 0, 1.0f, 0.05f, 1.0f, false},
-                        Case{"T 1, nothing truncated", 1.0f, 0, 1.0f, 0.0f, 1.0f, false},
-                        Case{"Qwen chat + logprobs", 0.7f, 20, 0.8f, 0.0f, 1.0f, true}}) {
+  for (const Case& c :
+       {Case{"greedy (temperature 0)", 0.0f, 0, 1.0f, 0.0f, 1.0f, false},
+        Case{"Qwen chat: T 0.7, top-k 20, top-p 0.8", 0.7f, 20, 0.8f, 0.0f, 1.0f, false},
+        Case{"T 0.6, top-k 20, top-p 0.95, repetition 1.05", 0.6f, 20, 0.95f, 0.0f, 1.05f, false},
+        Case{"T 1, top-p 0.95 (no top-k)", 1.0f, 0, 0.95f, 0.0f, 1.0f, false}, Case{"T 1, min-p 0.05 (no top-k)", 1.0f, 0, 1.0f, 0.05f, 1.0f, false},
+        Case{"T 1, nothing truncated", 1.0f, 0, 1.0f, 0.0f, 1.0f, false}, Case{"Qwen chat + logprobs", 0.7f, 20, 0.8f, 0.0f, 1.0f, true}}) {
     SamplingParams p;
     p.temperature = c.t;
     p.top_k = c.k;

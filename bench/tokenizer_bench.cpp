@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
         "{\"bytes\": %zu, \"tokens\": %zu, \"load_s\": %.3f, \"encode_first_s\": %.4f, "
         "\"encode_best_s\": %.4f, \"encode_mb_per_s\": %.2f, \"encode_mtok_per_s\": %.3f, "
         "\"decode_mb_per_s\": %.1f, \"ids_fnv1a\": \"%016llx\"}\n",
-        text.size(), ids.size(), load_s, first_s, best_s, mb / best_s,
-        static_cast<double>(ids.size()) / 1e6 / best_s, mb / decode_s,
+        text.size(), ids.size(), load_s, first_s, best_s, mb / best_s, static_cast<double>(ids.size()) / 1e6 / best_s, mb / decode_s,
         static_cast<unsigned long long>(ids_hash));
     return 0;
   } catch (const std::exception& e) {

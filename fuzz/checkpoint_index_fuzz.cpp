@@ -67,7 +67,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const qwenrt::ModelWeights w = qwenrt::bind_weights(c, ckpt);
     if (static_cast<int64_t>(w.layers.size()) != c.num_layers) std::abort();
     if (w.embed.rows != c.vocab_size || w.final_norm.size() != static_cast<std::size_t>(c.hidden_size)) std::abort();
-  } catch (const qwenrt::Error&) {
-  }
+  } catch (const qwenrt::Error&) {}
   return 0;
 }

@@ -17,7 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2) std::abort();
     if (c.max_position_embeddings < 0 || c.max_position_embeddings > qwenrt::kMaxPositionEmbeddingsLimit) std::abort();
     if (c.num_heads % c.num_kv_heads || c.linear_num_value_heads % c.linear_num_key_heads) std::abort();
-  } catch (const qwenrt::Error&) {
-  }
+  } catch (const qwenrt::Error&) {}
   return 0;
 }

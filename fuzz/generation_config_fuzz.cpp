@@ -40,7 +40,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (accepted != (max_id < vocab)) std::abort();
     }
-  } catch (const qwenrt::Error&) {
-  }
+  } catch (const qwenrt::Error&) {}
   return 0;
 }

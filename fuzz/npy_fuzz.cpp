@@ -17,7 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       count *= static_cast<uint64_t>(d);
     }
     if (a.shape.size() > qwenrt::kMaxNpyDims || count != a.values.size() || a.values.size() * 4 > size) std::abort();
-  } catch (const qwenrt::Error&) {
-  }
+  } catch (const qwenrt::Error&) {}
   return 0;
 }

@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t.data < image.data() || t.data + t.nbytes > image.data() + image.size()) std::abort();
       if (static_cast<std::size_t>(t.numel()) * qwenrt::dtype_size(t.dtype) != t.nbytes) std::abort();
     }
-  } catch (const qwenrt::Error&) {
-  }
+  } catch (const qwenrt::Error&) {}
   return 0;
 }

@@ -14,9 +14,9 @@
 #include "backend/cuda/attention/attention_decode.h"
 #include "backend/cuda/attention/attention_prefill.h"
 #include "backend/cuda/attention/attention_prepare.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/cuda_device.h"
-#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/runtime/device_buffer.h"
 
 using namespace qwenrt;
@@ -111,8 +111,8 @@ int main() {
     const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(c.batch, kNq, c.len);
     DeviceBuffer ws(ws_bytes);
     auto run = [&] {
-      cuda::attention_decode(q.as<__nv_bfloat16>(), qg.as<float>(), positions.as<int32_t>(), c.batch, kNq, c.len, cache.kv, ws.get(),
-                             ws_bytes, out.as<__nv_bfloat16>(), nullptr);
+      cuda::attention_decode(q.as<__nv_bfloat16>(), qg.as<float>(), positions.as<int32_t>(), c.batch, kNq, c.len, cache.kv, ws.get(), ws_bytes,
+                             out.as<__nv_bfloat16>(), nullptr);
     };
     const double ms = median_ms(run, 5, 50, cold_l2);
     const double kv_bytes = static_cast<double>(c.batch) * c.len * kNkv * kDh * 2 * 2;
@@ -161,8 +161,8 @@ int main() {
     for (int64_t rows : {int64_t{64}, T}) {
       const cuda::QkNormRope nr{norm.as<float>(), norm.as<float>(), 1e-6f, 64, 1e7};
       auto prep = [&] {
-        cuda::attention_prepare({positions.as<int32_t>(), seqs.as<int32_t>(), rows}, qg.as<float>(), k.as<float>(), v.as<float>(), kNq, nr,
-                                cache.kv, q.as<__nv_bfloat16>(), nullptr);
+        cuda::attention_prepare({positions.as<int32_t>(), seqs.as<int32_t>(), rows}, qg.as<float>(), k.as<float>(), v.as<float>(), kNq, nr, cache.kv,
+                                q.as<__nv_bfloat16>(), nullptr);
       };
       const double pms = median_ms(prep, 3, 20, cold_l2);
       const double bytes = static_cast<double>(rows) * ((kNq * 2 * kDh + 2 * kNkv * kDh) * 4 + (kNq + 2 * kNkv) * kDh * 2);

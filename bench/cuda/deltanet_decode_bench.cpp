@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/deltanet/deltanet_decode.h"
 #include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/runtime/device_buffer.h"
 #include "cuda/cuda_bench_support.h"
 
@@ -33,7 +33,6 @@ struct Result {
   Case c;
   double us, state_bytes, gbps;
 };
-
 
 template <typename T>
 cuda::DeviceBuffer upload(const std::vector<T>& v) {
@@ -114,20 +113,17 @@ int main() {
     cudaStream_t stream;
     QWENRT_CUDA_CHECK(cudaStreamCreate(&stream));
     const double copy = cuda::copy_bandwidth_GBps();
-    std::printf("%s, %d SMs, L2 %zu MiB; copy %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors,
-                dev.l2_bytes >> 20, copy);
+    std::printf("%s, %d SMs, L2 %zu MiB; copy %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, dev.l2_bytes >> 20, copy);
     std::vector<Result> results;
-    for (Case c : {Case{"27B", 16, 48, 1}, Case{"27B", 16, 48, 8}, Case{"27B", 16, 48, 32}, Case{"27B", 16, 48, 64},
-                   Case{"0.8B", 16, 16, 1}}) {
+    for (Case c : {Case{"27B", 16, 48, 1}, Case{"27B", 16, 48, 8}, Case{"27B", 16, 48, 32}, Case{"27B", 16, 48, 64}, Case{"0.8B", 16, 16, 1}}) {
       const Result res = run(c, dev.l2_bytes, stream);
       results.push_back(res);
-      std::printf("%-4s nk %2d nv %2d B %2d: %8.2f us/call, state %7.1f MB moved, %6.0f GB/s (%.2f of copy)\n", c.model, c.nk,
-                  c.nv, c.B, res.us, res.state_bytes / 1e6, res.gbps, res.gbps / copy);
+      std::printf("%-4s nk %2d nv %2d B %2d: %8.2f us/call, state %7.1f MB moved, %6.0f GB/s (%.2f of copy)\n", c.model, c.nk, c.nv, c.B, res.us,
+                  res.state_bytes / 1e6, res.gbps, res.gbps / copy);
     }
     std::printf("\n| model | B | us/call | state MB | GB/s | of copy |\n|---|---|---|---|---|---|\n");
     for (const Result& res : results)
-      std::printf("| %s | %d | %.2f | %.1f | %.0f | %.2f |\n", res.c.model, res.c.B, res.us, res.state_bytes / 1e6, res.gbps,
-                  res.gbps / copy);
+      std::printf("| %s | %d | %.2f | %.1f | %.0f | %.2f |\n", res.c.model, res.c.B, res.us, res.state_bytes / 1e6, res.gbps, res.gbps / copy);
     QWENRT_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const Error& e) {
     std::fprintf(stderr, "cuda_deltanet_decode_bench: %s\n", e.what());

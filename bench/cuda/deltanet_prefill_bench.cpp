@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/cuda_device.h"
-#include "backend/cuda/deltanet/deltanet_prefill.h"
 #include "backend/cuda/runtime/device_buffer.h"
 #include "cuda/cuda_bench_support.h"
-#include "backend/cuda/diagnostics/device_measure.h"
 
 using namespace qwenrt;
 using bench::median_ms;
@@ -34,7 +34,6 @@ struct Result {
   Case c;
   double ms, floor_ms, tflops;
 };
-
 
 // Products of the chunked form per chunk and value head (multiply-adds × 2): K Kᵀ (64·64·128),
 // W and U (2·64·64·128, half of it triangular), Δ (64·128·128), the state update (128·128·64),
@@ -104,23 +103,22 @@ int main(int argc, char** argv) {
     QWENRT_CUDA_CHECK(cudaStreamCreate(&stream));
     const double copy = cuda::copy_bandwidth_GBps();
     std::printf("%s, %d SMs; copy %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, copy);
-    std::vector<Case> cases = {{"27B", 16, 48, 512, 0}, {"27B", 16, 48, 8192, 1.13}, {"27B", 16, 48, 32768, 3.4},
-                               {"9B", 16, 32, 8192, 0},  {"0.8B", 16, 16, 8192, 0}};
+    std::vector<Case> cases = {
+        {"27B", 16, 48, 512, 0}, {"27B", 16, 48, 8192, 1.13}, {"27B", 16, 48, 32768, 3.4}, {"9B", 16, 32, 8192, 0}, {"0.8B", 16, 16, 8192, 0}};
     if (quick) cases = {{"27B", 16, 48, 8192, 1.13}};
     std::vector<Result> results;
     for (const Case& c : cases) {
       const Result r = run(c, copy, stream);
       results.push_back(r);
-      std::printf("%-4s nk %2d nv %2d T %5d: %8.3f ms/layer (%.2f of the copy floor %.3f ms), %6.1f TFLOP/s in the chunk products\n",
-                  c.model, c.nk, c.nv, c.T, r.ms, r.floor_ms / r.ms, r.floor_ms, r.tflops);
+      std::printf("%-4s nk %2d nv %2d T %5d: %8.3f ms/layer (%.2f of the copy floor %.3f ms), %6.1f TFLOP/s in the chunk products\n", c.model, c.nk,
+                  c.nv, c.T, r.ms, r.floor_ms / r.ms, r.floor_ms, r.tflops);
     }
     std::printf("\n| model | rows | ms/layer | copy floor ms | of floor | chunk TFLOP/s | FLA ms | vs FLA |\n|---|---|---|---|---|---|---|---|\n");
     for (const Result& r : results) {
       if (r.c.fla_ms > 0)
-        std::printf("| %s | %d | %.3f | %.3f | %.2f | %.1f | %.2f | %.2fx |\n", r.c.model, r.c.T, r.ms, r.floor_ms, r.floor_ms / r.ms,
-                    r.tflops, r.c.fla_ms, r.c.fla_ms / r.ms);
-      else
-        std::printf("| %s | %d | %.3f | %.3f | %.2f | %.1f | - | - |\n", r.c.model, r.c.T, r.ms, r.floor_ms, r.floor_ms / r.ms, r.tflops);
+        std::printf("| %s | %d | %.3f | %.3f | %.2f | %.1f | %.2f | %.2fx |\n", r.c.model, r.c.T, r.ms, r.floor_ms, r.floor_ms / r.ms, r.tflops,
+                    r.c.fla_ms, r.c.fla_ms / r.ms);
+      else std::printf("| %s | %d | %.3f | %.3f | %.2f | %.1f | - | - |\n", r.c.model, r.c.T, r.ms, r.floor_ms, r.floor_ms / r.ms, r.tflops);
     }
     QWENRT_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const Error& e) {

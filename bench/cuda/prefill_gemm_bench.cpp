@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/gemm/cublas_gemm.h"
 #include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/runtime/device_buffer.h"
-#include "backend/cuda/diagnostics/device_measure.h"
 #include "cuda/cuda_bench_support.h"
 #include "model/cuda/cuda_forward.h"
 #include "model/released_shapes.h"
@@ -30,8 +30,7 @@ struct Product {
 };
 
 std::vector<Product> products_of(const ModelConfig& c) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size, gdn = c.count(LayerKind::LinearAttention),
-                attn = c.count(LayerKind::FullAttention);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, gdn = c.count(LayerKind::LinearAttention), attn = c.count(LayerKind::FullAttention);
   const int64_t vd = c.value_dim();
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   return {
@@ -68,11 +67,8 @@ int main(int argc, char** argv) try {
       cuda::fill_uniform_bf16(w.as<__nv_bfloat16>(), static_cast<std::size_t>(p.rows * p.k), 0.02f, 2, stream);
       QWENRT_CUDA_CHECK(cudaMemsetAsync(y.get(), 0, y.bytes(), stream));
       auto call = [&] {
-        if (p.out == Out::Bf16)
-          gemm.gemm(x.as<__nv_bfloat16>(), T, p.k, p.k, w.as<__nv_bfloat16>(), p.rows, y.as<__nv_bfloat16>(), p.rows, stream);
-        else
-          gemm.gemm(x.as<__nv_bfloat16>(), T, p.k, p.k, w.as<__nv_bfloat16>(), p.rows, y.as<float>(), p.rows, p.out == Out::F32Accumulate,
-                    stream);
+        if (p.out == Out::Bf16) gemm.gemm(x.as<__nv_bfloat16>(), T, p.k, p.k, w.as<__nv_bfloat16>(), p.rows, y.as<__nv_bfloat16>(), p.rows, stream);
+        else gemm.gemm(x.as<__nv_bfloat16>(), T, p.k, p.k, w.as<__nv_bfloat16>(), p.rows, y.as<float>(), p.rows, p.out == Out::F32Accumulate, stream);
       };
       call();
       const double ms = bench::median_ms(call, 7, 3, stream);
@@ -81,8 +77,8 @@ int main(int argc, char** argv) try {
       total_ms += ms * static_cast<double>(p.per_prefill);
       total_flop += flop * static_cast<double>(p.per_prefill);
       std::printf("| %s | %s | %lld x %lld x %lld | %.0f | %.2f | %.1f (x%lld) |\n", m.c_str(), p.name, static_cast<long long>(T),
-                  static_cast<long long>(p.k), static_cast<long long>(p.rows), tflops, tflops / reference,
-                  ms * static_cast<double>(p.per_prefill), static_cast<long long>(p.per_prefill));
+                  static_cast<long long>(p.k), static_cast<long long>(p.rows), tflops, tflops / reference, ms * static_cast<double>(p.per_prefill),
+                  static_cast<long long>(p.per_prefill));
     }
     std::printf("| %s | all products | | %.0f | %.2f | %.1f |\n", m.c_str(), total_flop / (total_ms * 1e-3) / 1e12,
                 total_flop / (total_ms * 1e-3) / 1e12 / reference, total_ms);

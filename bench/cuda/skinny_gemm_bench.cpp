@@ -3,20 +3,19 @@
 //   cuda_skinny_gemm_bench [--quick | --one-row]
 // Weights are rotated among enough copies that the 60 MB L2 never holds them: every call streams
 // its weight from device memory, as a decode step does.
-#include <cublas_v2.h>
-
 #include <cstdio>
 #include <cstring>
+#include <cublas_v2.h>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "backend/cuda/runtime/cuda_device.h"
-#include "backend/cuda/runtime/device_buffer.h"
 #include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
-#include "cuda/cuda_bench_support.h"
+#include "backend/cuda/runtime/cuda_device.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "core/half.h"
+#include "cuda/cuda_bench_support.h"
 
 using namespace qwenrt;
 
@@ -47,18 +46,23 @@ int main(int argc, char** argv) try {
   const bool one_row = argc > 1 && std::strcmp(argv[1], "--one-row") == 0;
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
-  std::printf("device %s, %d SMs, L2 %zu MB; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(),
-              dev.multiprocessors, dev.l2_bytes >> 20, copy);
+  std::printf("device %s, %d SMs, L2 %zu MB; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, dev.l2_bytes >> 20,
+              copy);
 
   const std::vector<Shape> shapes = {
-      {"27b ffn up (17408x5120)", 17408, 5120}, {"27b ffn down (5120x17408)", 5120, 17408},
-      {"27b head (248320x5120)", 248320, 5120}, {"9b ffn up (12288x4096)", 12288, 4096},
-      {"0.8b qkv (6144x1024)", 6144, 1024},     {"0.8b ffn down (1024x3584)", 1024, 3584},
-      {"27b gate+up+act (2x17408x5120)", 17408, 5120, true}, {"9b gate+up+act (2x12288x4096)", 12288, 4096, true},
+      {"27b ffn up (17408x5120)", 17408, 5120},
+      {"27b ffn down (5120x17408)", 5120, 17408},
+      {"27b head (248320x5120)", 248320, 5120},
+      {"9b ffn up (12288x4096)", 12288, 4096},
+      {"0.8b qkv (6144x1024)", 6144, 1024},
+      {"0.8b ffn down (1024x3584)", 1024, 3584},
+      {"27b gate+up+act (2x17408x5120)", 17408, 5120, true},
+      {"9b gate+up+act (2x12288x4096)", 12288, 4096, true},
       {"0.8b gate+up+act (2x3584x1024)", 3584, 1024, true},
   };
-  const std::vector<int64_t> batches =
-      one_row ? std::vector<int64_t>{1} : quick ? std::vector<int64_t>{1, 64} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
+  const std::vector<int64_t> batches = one_row ? std::vector<int64_t>{1}
+                                       : quick ? std::vector<int64_t>{1, 64}
+                                               : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
   cublasHandle_t handle;
   check_cublas(cublasCreate(&handle), "create");
   std::mt19937 rng(1);
@@ -77,7 +81,8 @@ int main(int argc, char** argv) try {
     }
     cuda::DeviceBuffer y(static_cast<std::size_t>(64 * weight_rows) * 4);
     const cuda::GemmSegment probe{w[0].as<__nv_bfloat16>(), s.rows, y.as<float>(), s.rows, false};
-    cuda::DeviceBuffer ws(std::max(cuda::skinny_gemm_workspace_bytes(64, s.k, {&probe, 1}), cuda::skinny_gemm_swiglu_workspace_bytes(64, s.k, s.rows)));
+    cuda::DeviceBuffer ws(
+        std::max(cuda::skinny_gemm_workspace_bytes(64, s.k, {&probe, 1}), cuda::skinny_gemm_swiglu_workspace_bytes(64, s.k, s.rows)));
     cuda::DeviceBuffer counters(cuda::kSkinnyGemmCounters * 4);
     QWENRT_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
     const cuda::SkinnyGemmWorkspace workspace{ws.get(), ws.bytes(), counters.as<uint32_t>()};
@@ -86,8 +91,7 @@ int main(int argc, char** argv) try {
       const double ours = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
         const auto* wi = w[i % copies].as<__nv_bfloat16>();
         if (s.swiglu) {
-          cuda::skinny_gemm_swiglu(x.as<__nv_bfloat16>(), n, s.k, s.k, wi, wi + s.rows * s.k, s.rows, y.as<__nv_bfloat16>(), s.rows, st,
-                                   workspace);
+          cuda::skinny_gemm_swiglu(x.as<__nv_bfloat16>(), n, s.k, s.k, wi, wi + s.rows * s.k, s.rows, y.as<__nv_bfloat16>(), s.rows, st, workspace);
           return;
         }
         const cuda::GemmSegment seg{wi, s.rows, y.as<float>(), s.rows, false};
@@ -96,10 +100,9 @@ int main(int argc, char** argv) try {
       const float one = 1.0f, zero = 0.0f;
       const double theirs = bench::graph_us_per_call(reps, [&](int i, cudaStream_t st) {
         check_cublas(cublasSetStream(handle, st), "set stream");
-        check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(weight_rows), static_cast<int>(n), static_cast<int>(s.k),
-                                  &one, w[i % copies].get(), CUDA_R_16BF, static_cast<int>(s.k), x.get(), CUDA_R_16BF,
-                                  static_cast<int>(s.k), &zero, y.get(), CUDA_R_32F, static_cast<int>(weight_rows),
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(weight_rows), static_cast<int>(n), static_cast<int>(s.k), &one,
+                                  w[i % copies].get(), CUDA_R_16BF, static_cast<int>(s.k), x.get(), CUDA_R_16BF, static_cast<int>(s.k), &zero,
+                                  y.get(), CUDA_R_32F, static_cast<int>(weight_rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      "gemm");
       });
       const double bytes = static_cast<double>(wbytes) + static_cast<double>(n * s.k * 2 + n * weight_rows * 4);

@@ -37,7 +37,8 @@ void require_device(const DeviceSpec& spec) {
 #ifdef QWENRT_HAVE_CUDA
   cuda::require_supported_device(spec.index);
 #else
-  fail("--device ", spec.name(), ": this qwenrt was built without the CUDA backend (rebuild with nvcc on the PATH "
+  fail("--device ", spec.name(),
+       ": this qwenrt was built without the CUDA backend (rebuild with nvcc on the PATH "
        "or -DQWENRT_CUDA=ON); --device cpu works");
 #endif
 }

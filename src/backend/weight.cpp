@@ -31,9 +31,7 @@ void Weight::row_to_f32(int64_t r, float* out) const {
   if (!data) fail("internal: weight without host data read on the host");
   const std::byte* p = data + static_cast<std::size_t>(r) * row_bytes();
   switch (format) {
-    case WeightFormat::F32:
-      std::memcpy(out, p, static_cast<std::size_t>(cols) * 4);
-      return;
+    case WeightFormat::F32: std::memcpy(out, p, static_cast<std::size_t>(cols) * 4); return;
     case WeightFormat::BF16:
     case WeightFormat::F16:
       for (int64_t c = 0; c < cols; ++c) {

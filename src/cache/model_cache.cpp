@@ -83,8 +83,6 @@ float* ModelCache::recurrent_state(int gdn_layer, int slot) {
 std::size_t ModelCache::state_bytes_per_sequence() const {
   return static_cast<std::size_t>((conv_floats_ + recurrent_floats_) * n_gdn_) * sizeof(float);
 }
-std::size_t ModelCache::kv_bytes_per_token() const {
-  return static_cast<std::size_t>(n_attn_ * 2 * kv_row_) * sizeof(float);
-}
+std::size_t ModelCache::kv_bytes_per_token() const { return static_cast<std::size_t>(n_attn_ * 2 * kv_row_) * sizeof(float); }
 
 }  // namespace qwenrt

@@ -33,8 +33,8 @@ class ModelCache {
   // host_storage = false: bookkeeping only (the tensors live on a device).
   ModelCache(const CacheShape& shape, int max_sequences, int64_t block_size = 64, bool host_storage = true);
 
-  int acquire();            // a fresh, empty sequence slot; Error when all are in use
-  void release(int slot);   // frees the slot and its KV blocks
+  int acquire();                   // a fresh, empty sequence slot; Error when all are in use
+  void release(int slot);          // frees the slot and its KV blocks
   int64_t length(int slot) const;  // tokens the slot holds
   int max_sequences() const { return static_cast<int>(slots_.size()); }
 

@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "engine/step_queue.h"
 #ifdef QWENRT_HAVE_CUDA
-#include "backend/cuda/gemm/cublas_gemm.h"
 #include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
 #endif
 #include "model/qwen35_model.h"
 #include "model/released_shapes.h"
@@ -24,9 +24,7 @@ namespace qwenrt::cli {
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::size_t available_memory_bytes() {
   std::ifstream in("/proc/meminfo");
@@ -192,9 +190,10 @@ int run_bench(const Args& args) {
   // its KV read (at the mean context length of the timed steps).
   // Positions P + warm_steps .. P + warm_steps + G - 1.
   const double mean_ctx = static_cast<double>(P + warm_steps) + static_cast<double>(G - 1) / 2.0;
-  const double bytes_step = static_cast<double>(decode_weight_bytes(c, model->weights(), B)) +
-                            static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
-                                                      mean_ctx * static_cast<double>(cache.kv_bytes_per_token()) / (gpu ? 2.0 : 1.0));  // bf16 KV on the GPU
+  const double bytes_step =
+      static_cast<double>(decode_weight_bytes(c, model->weights(), B)) +
+      static_cast<double>(B) * (2.0 * static_cast<double>(cache.state_bytes_per_sequence()) +
+                                mean_ctx * static_cast<double>(cache.kv_bytes_per_token()) / (gpu ? 2.0 : 1.0));  // bf16 KV on the GPU
   const double floor_s = bytes_step / (bw.read_GBps * 1e9);
   // The prefill's ceiling on the GPU: the rate of its own bf16 GEMM path at a 27B MLP shape, now.
   double matmul_TFLOPs = 0;

@@ -9,9 +9,9 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session_options.h"
+#include "core/error.h"
 #include "engine/text_session.h"
 #include "text/unicode/unicode_utf8.h"
-#include "core/error.h"
 
 #ifdef QWENRT_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -110,9 +110,9 @@ int run_chat(const Args& args) {
     for (const auto& m : history) messages.push_back(m);
     messages.push_back({{"role", "user"}, {"content", text}});
     try {
-      TurnResult r = session.turn(messages, think, gen,
-                                  [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout), std::fflush(stdout); },
-                                  [&](const std::string& s) { std::fprintf(stderr, "%s%s%s", interactive ? "\x1b[2m" : "", s.c_str(), interactive ? "\x1b[0m" : ""); });
+      TurnResult r = session.turn(
+          messages, think, gen, [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout), std::fflush(stdout); },
+          [&](const std::string& s) { std::fprintf(stderr, "%s%s%s", interactive ? "\x1b[2m" : "", s.c_str(), interactive ? "\x1b[0m" : ""); });
       std::printf("\n");
       std::fprintf(stderr, "[%lld tokens, %.1f tok/s; prompt %lld tokens at %.1f tok/s]\n", static_cast<long long>(r.stats.generated_tokens),
                    r.stats.decode_s > 0 ? r.stats.generated_tokens / r.stats.decode_s : 0.0, static_cast<long long>(r.stats.prompt_tokens),

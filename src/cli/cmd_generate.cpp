@@ -37,11 +37,9 @@ int run_generate(const Args& args) {
   opt.parse(args);
   apply_threads(opt);
   if (opt.has("tokens") == opt.has("batch-file")) fail("generate: give exactly one of --tokens and --batch-file");
-  if (opt.number_or("temperature", 0.0, 0.0, 1e6) != 0.0)
-    fail("generate: only greedy decoding (--temperature 0) is available in this build");
+  if (opt.number_or("temperature", 0.0, 0.0, 1e6) != 0.0) fail("generate: only greedy decoding (--temperature 0) is available in this build");
   std::vector<std::vector<int32_t>> prompts =
-      opt.has("tokens") ? std::vector<std::vector<int32_t>>{parse_id_list(opt.str("tokens"), "--tokens")}
-                        : read_batch_file(opt.str("batch-file"));
+      opt.has("tokens") ? std::vector<std::vector<int32_t>>{parse_id_list(opt.str("tokens"), "--tokens")} : read_batch_file(opt.str("batch-file"));
   GenerationOptions gen;
   gen.max_tokens = opt.integer_or("max-tokens", 16, 0, 1 << 24);
   gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 30);

@@ -78,14 +78,19 @@ int run_info(const Args& args) {
   j["full_attention_layers"] = c.count(LayerKind::FullAttention);
   j["hidden_size"] = c.hidden_size;
   j["vocab_size"] = c.vocab_size;
-  j["attention"] = {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim}, {"rope_theta", c.rope_theta}};
-  j["deltanet"] = {{"key_heads", c.linear_num_key_heads}, {"value_heads", c.linear_num_value_heads},
-                   {"key_head_dim", c.linear_key_head_dim}, {"value_head_dim", c.linear_value_head_dim}, {"conv_kernel", c.linear_conv_kernel}};
+  j["attention"] = {
+      {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim}, {"rope_theta", c.rope_theta}};
+  j["deltanet"] = {{"key_heads", c.linear_num_key_heads},
+                   {"value_heads", c.linear_num_value_heads},
+                   {"key_head_dim", c.linear_key_head_dim},
+                   {"value_head_dim", c.linear_value_head_dim},
+                   {"conv_kernel", c.linear_conv_kernel}};
   if (c.moe)
-    j["moe"] = {{"experts", c.num_experts}, {"experts_per_token", c.experts_per_token},
-                {"expert_intermediate_size", c.moe_intermediate_size}, {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}};
-  else
-    j["intermediate_size"] = c.intermediate_size;
+    j["moe"] = {{"experts", c.num_experts},
+                {"experts_per_token", c.experts_per_token},
+                {"expert_intermediate_size", c.moe_intermediate_size},
+                {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}};
+  else j["intermediate_size"] = c.intermediate_size;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["parameters"] = params;
   j["text_parameters"] = text_params;
@@ -118,8 +123,7 @@ int run_info(const Args& args) {
     std::printf("moe            %lld experts, top %lld, width %lld, shared %lld\n", static_cast<long long>(c.num_experts),
                 static_cast<long long>(c.experts_per_token), static_cast<long long>(c.moe_intermediate_size),
                 static_cast<long long>(c.shared_expert_intermediate_size));
-  else
-    std::printf("mlp            %lld\n", static_cast<long long>(c.intermediate_size));
+  else std::printf("mlp            %lld\n", static_cast<long long>(c.intermediate_size));
   std::printf("parameters     %lld (text model %lld; %zu MTP tensors)\n", static_cast<long long>(params), static_cast<long long>(text_params),
               w.mtp_tensors.size());
   for (const auto& [dt, e] : by_dtype)

@@ -5,9 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "engine/text_session.h"
 #include "cli/session_options.h"
 #include "core/error.h"
+#include "engine/text_session.h"
 
 namespace qwenrt::cli {
 
@@ -57,19 +57,18 @@ int run_run(const Args& args) {
   };
   const TurnResult r = session.turn(messages, !opt.flag("no-think"), gen, on_content, on_reasoning);
   if (json) {
-    nlohmann::ordered_json out = {
-        {"text", r.content},
-        {"reasoning", r.reasoning},
-        {"tool_calls", r.tool_calls},
-        {"tokens", r.tokens},
-        {"finish_reason", r.stats.finish == GenerationStats::Finish::Length ? "length" : "stop"},
-        {"timings",
-         {{"prompt_tokens", r.stats.prompt_tokens},
-          {"generated_tokens", r.stats.generated_tokens},
-          {"prefill_s", r.stats.prefill_s},
-          {"decode_s", r.stats.decode_s},
-          {"prefill_tok_s", r.stats.prefill_s > 0 ? r.stats.prompt_tokens / r.stats.prefill_s : 0.0},
-          {"decode_tok_s", r.stats.decode_s > 0 ? r.stats.generated_tokens / r.stats.decode_s : 0.0}}}};
+    nlohmann::ordered_json out = {{"text", r.content},
+                                  {"reasoning", r.reasoning},
+                                  {"tool_calls", r.tool_calls},
+                                  {"tokens", r.tokens},
+                                  {"finish_reason", r.stats.finish == GenerationStats::Finish::Length ? "length" : "stop"},
+                                  {"timings",
+                                   {{"prompt_tokens", r.stats.prompt_tokens},
+                                    {"generated_tokens", r.stats.generated_tokens},
+                                    {"prefill_s", r.stats.prefill_s},
+                                    {"decode_s", r.stats.decode_s},
+                                    {"prefill_tok_s", r.stats.prefill_s > 0 ? r.stats.prompt_tokens / r.stats.prefill_s : 0.0},
+                                    {"decode_tok_s", r.stats.decode_s > 0 ? r.stats.generated_tokens / r.stats.decode_s : 0.0}}}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("\n");

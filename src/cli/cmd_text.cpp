@@ -1,8 +1,8 @@
 // qwenrt tokenize / template: the text pipeline on its own, exactly as the reference stack does it.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"

@@ -9,8 +9,7 @@
 
 namespace qwenrt::cli {
 
-Options::Options(std::string command, std::set<std::string> valued, std::set<std::string> flags,
-                 std::map<std::string, std::string> short_names)
+Options::Options(std::string command, std::set<std::string> valued, std::set<std::string> flags, std::map<std::string, std::string> short_names)
     : command_(std::move(command)), valued_(std::move(valued)), flags_(std::move(flags)), short_names_(std::move(short_names)) {
   valued_.insert("threads");
   valued_.insert("device");
@@ -107,8 +106,7 @@ std::string read_input_file(const std::string& path, const std::string& what) {
 }
 
 void require_utf8(const std::string& text, const std::string& where) {
-  if (const auto bad = text::utf8::find_invalid(text))
-    fail(where, " is not valid UTF-8 (ill-formed sequence at byte ", *bad, ")");
+  if (const auto bad = text::utf8::find_invalid(text)) fail(where, " is not valid UTF-8 (ill-formed sequence at byte ", *bad, ")");
 }
 
 }  // namespace qwenrt::cli

@@ -12,8 +12,7 @@ namespace qwenrt::cli {
 
 class Options {
  public:
-  Options(std::string command, std::set<std::string> valued, std::set<std::string> flags,
-          std::map<std::string, std::string> short_names = {});
+  Options(std::string command, std::set<std::string> valued, std::set<std::string> flags, std::map<std::string, std::string> short_names = {});
   void parse(const std::vector<std::string>& args);
 
   const std::string& command() const { return command_; }

@@ -24,8 +24,8 @@ std::string resolve_model_dir(const Options& opt) {
 }
 
 const std::vector<std::string>& sampling_option_names() {
-  static const std::vector<std::string> names = {"temperature", "top-k", "top-p", "min-p", "repeat-penalty",
-                                                 "presence-penalty", "frequency-penalty", "seed"};
+  static const std::vector<std::string> names = {"temperature",       "top-k", "top-p", "min-p", "repeat-penalty", "presence-penalty",
+                                                 "frequency-penalty", "seed"};
   return names;
 }
 

@@ -53,8 +53,8 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
-  if (abs < 0x38800000u) {  // f16 subnormal or zero: scale so the kept bits are an integer
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+  if (abs < 0x38800000u) {                                               // f16 subnormal or zero: scale so the kept bits are an integer
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // below half the smallest subnormal
     const uint32_t exp = abs >> 23, man = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - exp;  // bits of the 24-bit mantissa that fall below 2^-24
     const uint32_t rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);

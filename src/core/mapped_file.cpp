@@ -1,12 +1,12 @@
 #include "core/mapped_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 

@@ -8,8 +8,7 @@
 
 namespace qwenrt {
 
-std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk,
-                                 ThreadPool& pool) {
+std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk, ThreadPool& pool) {
   if (tokens.empty()) fail("no prompt tokens");
   if (prefill_chunk < 1) fail("prefill chunk must be at least 1, got ", prefill_chunk);
   ModelCache cache = model.new_cache(1);
@@ -49,7 +48,8 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
     for (std::size_t i = 0; i < n; ++i) {
       if (done[i] || fed[i] == prompts[i].size()) continue;
       const std::size_t e = std::min(prompts[i].size(), fed[i] + static_cast<std::size_t>(opt.prefill_chunk));
-      step.sequences.push_back({slots[i], std::vector<int32_t>(prompts[i].begin() + static_cast<long>(fed[i]), prompts[i].begin() + static_cast<long>(e))});
+      step.sequences.push_back(
+          {slots[i], std::vector<int32_t>(prompts[i].begin() + static_cast<long>(fed[i]), prompts[i].begin() + static_cast<long>(e))});
       fed[i] = e;
       who.push_back(i);
     }
@@ -96,8 +96,7 @@ std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, cons
   };
   try {
     for (;;) {
-      while (static_cast<int>(in_flight.size()) < StepQueue::kMaxInFlight && submit()) {
-      }
+      while (static_cast<int>(in_flight.size()) < StepQueue::kMaxInFlight && submit()) {}
       if (in_flight.empty()) break;
       queue.collect(picked);
       const std::vector<std::size_t> who = std::move(in_flight.front());

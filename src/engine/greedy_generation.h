@@ -16,8 +16,7 @@ struct GenerationOptions {
 };
 
 // Logits [T, V] for every position of `tokens`, prefilled in windows of `prefill_chunk`.
-std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk,
-                                 ThreadPool& pool);
+std::vector<float> prompt_logits(const Qwen35Model& model, const std::vector<int32_t>& tokens, int64_t prefill_chunk, ThreadPool& pool);
 
 // Greedy continuation of each prompt (generated ids only; a stop id is included when hit).
 std::vector<std::vector<int32_t>> generate_greedy(const Qwen35Model& model, const std::vector<std::vector<int32_t>>& prompts,

@@ -14,8 +14,7 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 }  // namespace
 
 GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, int slot, const std::vector<int32_t>& prompt,
-                                 const SampledGenerationOptions& opt, const std::function<bool(const SampledToken&)>& on_token,
-                                 ThreadPool& pool) {
+                                 const SampledGenerationOptions& opt, const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool) {
   if (prompt.empty()) fail("the prompt is empty");
   if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1");
   const int64_t V = model.config().vocab_size;
@@ -28,8 +27,8 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
   // Temperature 0 without penalties or logprobs is the argmax of the raw logits: the model picks it
   // where the logits are (on a GPU only the token comes back, and the host scans nothing).
   const SamplingParams& sp = opt.sampling;
-  const bool argmax_only = sp.temperature == 0.0f && sp.repetition_penalty == 1.0f && sp.presence_penalty == 0.0f &&
-                           sp.frequency_penalty == 0.0f && !sp.logprobs && sp.top_logprobs == 0;
+  const bool argmax_only = sp.temperature == 0.0f && sp.repetition_penalty == 1.0f && sp.presence_penalty == 0.0f && sp.frequency_penalty == 0.0f &&
+                           !sp.logprobs && sp.top_logprobs == 0;
   std::vector<float> logits;
   std::vector<int32_t> picked;
   StepQueue queue(model, cache, pool);

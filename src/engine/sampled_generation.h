@@ -28,7 +28,6 @@ struct GenerationStats {
 // generated tokens, all of them or all but the last (greedy picks on the model's side run a step
 // ahead: a stop there has already fed the last token).
 GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, int slot, const std::vector<int32_t>& prompt,
-                                 const SampledGenerationOptions& options,
-                                 const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool);
+                                 const SampledGenerationOptions& options, const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool);
 
 }  // namespace qwenrt

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -33,15 +33,17 @@ namespace {
 // into the exponent. Arguments below -708 (and NaN) give e^-708 (about 3e-308): nothing a sum of
 // these terms, each at most 1 here, can see.
 inline double exp_of(double x) {
-  x = x > -708.0 ? x : -708.0;  // NaN too: a NaN logit weighs nothing (vectorised: -fno-trapping-math)
+  x = x > -708.0 ? x : -708.0;           // NaN too: a NaN logit weighs nothing (vectorised: -fno-trapping-math)
   constexpr double kShifter = 0x1.8p52;  // adding it rounds x/ln2 to an integer held in the low bits
   const double kd = x * 1.4426950408889634074 + kShifter;
   const double n = kd - kShifter;
   const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;  // ln2 split: n·hi exact
   // Horner in two interleaved halves (even and odd powers) for a shorter dependency chain.
   const double r2 = r * r;
-  const double even = ((((((1.0 / 479001600.0) * r2 + 1.0 / 3628800.0) * r2 + 1.0 / 40320.0) * r2 + 1.0 / 720.0) * r2 + 1.0 / 24.0) * r2 + 0.5) * r2 + 1.0;
-  const double odd = ((((((1.0 / 6227020800.0) * r2 + 1.0 / 39916800.0) * r2 + 1.0 / 362880.0) * r2 + 1.0 / 5040.0) * r2 + 1.0 / 120.0) * r2 + 1.0 / 6.0) * r2 + 1.0;
+  const double even =
+      ((((((1.0 / 479001600.0) * r2 + 1.0 / 3628800.0) * r2 + 1.0 / 40320.0) * r2 + 1.0 / 720.0) * r2 + 1.0 / 24.0) * r2 + 0.5) * r2 + 1.0;
+  const double odd =
+      ((((((1.0 / 6227020800.0) * r2 + 1.0 / 39916800.0) * r2 + 1.0 / 362880.0) * r2 + 1.0 / 5040.0) * r2 + 1.0 / 120.0) * r2 + 1.0 / 6.0) * r2 + 1.0;
   const double p = even + r * odd;
   const auto ni = static_cast<int64_t>(std::bit_cast<uint64_t>(kd) - std::bit_cast<uint64_t>(kShifter));
   return p * std::bit_cast<double>(static_cast<uint64_t>(ni + 1023) << 52);

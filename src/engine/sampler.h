@@ -13,14 +13,14 @@ namespace qwenrt {
 
 struct SamplingParams {
   float temperature = 1.0f;
-  int32_t top_k = 0;          // 0: off
-  float top_p = 1.0f;         // 1: off
-  float min_p = 0.0f;         // 0: off
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off; > 1 discourages tokens already seen
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  bool logprobs = false;      // report the sampled token's logprob (costs a pass over the vocabulary)
-  int32_t top_logprobs = 0;   // how many alternatives to report (implies logprobs)
+  bool logprobs = false;     // report the sampled token's logprob (costs a pass over the vocabulary)
+  int32_t top_logprobs = 0;  // how many alternatives to report (implies logprobs)
   uint64_t seed = 0;
 
   // Throws Error naming the first parameter out of range.
@@ -29,7 +29,7 @@ struct SamplingParams {
 
 struct SampledToken {
   int32_t id;
-  float logprob;  // log p(id) under the raw logits, when asked for (else NaN)
+  float logprob;                               // log p(id) under the raw logits, when asked for (else NaN)
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs best (id, logprob), best first
 };
 

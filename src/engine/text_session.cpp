@@ -49,9 +49,8 @@ TextSession::TextSession(const std::string& model_dir, bool verbose, const Devic
     defaults_.validate();
   }
   if (verbose)
-    std::fprintf(stderr, " done in %.1f s (%s, %lld layers)\n",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), model_->config().architecture.c_str(),
-                 static_cast<long long>(model_->config().num_layers));
+    std::fprintf(stderr, " done in %.1f s (%s, %lld layers)\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 model_->config().architecture.c_str(), static_cast<long long>(model_->config().num_layers));
 }
 
 std::string TextSession::render(const nlohmann::ordered_json& messages, bool enable_thinking) const {
@@ -64,8 +63,7 @@ std::string TextSession::render(const nlohmann::ordered_json& messages, bool ena
 }
 
 TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable_thinking, const SampledGenerationOptions& options,
-                             const std::function<void(const std::string&)>& on_content,
-                             const std::function<void(const std::string&)>& on_reasoning) {
+                             const std::function<void(const std::string&)>& on_content, const std::function<void(const std::string&)>& on_reasoning) {
   const std::string prompt_text = render(messages, enable_thinking);
   const std::vector<int32_t> prompt = tokenizer_->encode(prompt_text);
   // Did the prompt leave a <think> block open (Qwen 3.5 with thinking on)?
@@ -83,11 +81,14 @@ TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable
     if (!d.reasoning.empty()) on_reasoning(d.reasoning), result.reasoning += d.reasoning;
     if (!d.content.empty()) on_content(d.content), result.content += d.content;
   };
-  result.stats = generate_sampled(*model_, cache, slot, prompt, opt, [&](const SampledToken& t) {
-    result.tokens.push_back(t.id);
-    if (!tokenizer_->is_special(t.id)) emit(splitter.push(stream.push(tokenizer_->token_bytes(t.id))));
-    return true;
-  }, ThreadPool::global());
+  result.stats = generate_sampled(
+      *model_, cache, slot, prompt, opt,
+      [&](const SampledToken& t) {
+        result.tokens.push_back(t.id);
+        if (!tokenizer_->is_special(t.id)) emit(splitter.push(stream.push(tokenizer_->token_bytes(t.id))));
+        return true;
+      },
+      ThreadPool::global());
   emit(splitter.push(stream.finish()));
   emit(splitter.finish());
   auto parsed = text::parse_tool_calls(result.content);

@@ -20,8 +20,7 @@ CheckpointDir::CheckpointDir(const fs::path& dir) : dir_(dir) {
   if (fs::exists(index_path)) {
     nlohmann::json index = read_json_file(index_path);
     auto map = index.find("weight_map");
-    if (!index.is_object() || map == index.end() || !map->is_object())
-      fail(index_path.string(), ": needs a \"weight_map\" object");
+    if (!index.is_object() || map == index.end() || !map->is_object()) fail(index_path.string(), ": needs a \"weight_map\" object");
     // The index names the shard of every tensor; load each shard once, then check both agree.
     std::set<std::string> shards;
     for (const auto& [name, file] : map->items()) {
@@ -38,11 +37,9 @@ CheckpointDir::CheckpointDir(const fs::path& dir) : dir_(dir) {
     }
     for (const auto& [name, file] : map->items()) {
       auto it = by_name_.find(name);
-      if (it == by_name_.end())
-        fail(index_path.string(), ": tensor '", name, "' is listed in ", file.get<std::string>(), " but not stored there");
+      if (it == by_name_.end()) fail(index_path.string(), ": tensor '", name, "' is listed in ", file.get<std::string>(), " but not stored there");
       if (fs::path(it->second->file).filename() != file.get<std::string>())
-        fail(index_path.string(), ": tensor '", name, "' is listed in ", file.get<std::string>(), " but stored in ",
-             it->second->file);
+        fail(index_path.string(), ": tensor '", name, "' is listed in ", file.get<std::string>(), " but stored in ", it->second->file);
     }
     for (const auto& [name, t] : by_name_)
       if (!map->contains(name)) fail(t->file, ": tensor '", name, "' is not listed in ", index_path.string());

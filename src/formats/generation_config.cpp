@@ -37,8 +37,7 @@ double number(const json& v, const std::string& source, const char* key, double 
   const char* range = lo_open ? "(" : "[";
   if (!v.is_number()) fail(source, ": \"", key, "\" must be a number in ", range, lo, ", ", hi, "], got ", shown(v));
   const double d = v.get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
-    fail(source, ": \"", key, "\" = ", d, " is outside ", range, lo, ", ", hi, "]");
+  if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo)) fail(source, ": \"", key, "\" = ", d, " is outside ", range, lo, ", ", hi, "]");
   return d;
 }
 
@@ -53,10 +52,8 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
   GenerationConfig g;
   if (const json* eos = field(j, "eos_token_id")) {
     if (eos->is_array()) {
-      if (eos->size() > kMaxEosTokenIds)
-        fail(source, ": \"eos_token_id\" lists ", eos->size(), " ids, more than the limit of ", kMaxEosTokenIds);
-      for (std::size_t i = 0; i < eos->size(); ++i)
-        g.eos_token_ids.push_back(token_id((*eos)[i], source, "eos_token_id[" + std::to_string(i) + "]"));
+      if (eos->size() > kMaxEosTokenIds) fail(source, ": \"eos_token_id\" lists ", eos->size(), " ids, more than the limit of ", kMaxEosTokenIds);
+      for (std::size_t i = 0; i < eos->size(); ++i) g.eos_token_ids.push_back(token_id((*eos)[i], source, "eos_token_id[" + std::to_string(i) + "]"));
     } else if (eos->is_number_integer()) {
       g.eos_token_ids.push_back(token_id(*eos, source, "eos_token_id"));
     } else {
@@ -73,14 +70,11 @@ GenerationConfig parse_generation_config(const json& j, const std::string& sourc
   if (const json* v = field(j, "top_k")) g.top_k = static_cast<int32_t>(integer(*v, source, "top_k", 0, kMaxGenerationTopK));
   if (const json* v = field(j, "top_p")) g.top_p = number(*v, source, "top_p", 0.0, 1.0, true);
   if (const json* v = field(j, "min_p")) g.min_p = number(*v, source, "min_p", 0.0, 1.0, false);
-  if (const json* v = field(j, "repetition_penalty"))
-    g.repetition_penalty = number(*v, source, "repetition_penalty", 0.0, 100.0, true);
+  if (const json* v = field(j, "repetition_penalty")) g.repetition_penalty = number(*v, source, "repetition_penalty", 0.0, 100.0, true);
   return g;
 }
 
-GenerationConfig read_generation_config(const std::filesystem::path& file) {
-  return parse_generation_config(read_json_file(file), file.string());
-}
+GenerationConfig read_generation_config(const std::filesystem::path& file) { return parse_generation_config(read_json_file(file), file.string()); }
 
 void check_generation_token_ids(const GenerationConfig& g, int64_t vocab_size, const std::string& source) {
   auto check = [&](int32_t id, const char* key) {

@@ -1,6 +1,5 @@
 #include "formats/json_file.h"
 
-
 #include "core/error.h"
 #include "core/mapped_file.h"
 

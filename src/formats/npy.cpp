@@ -105,7 +105,8 @@ NpyArray parse_npy(std::span<const std::byte> image, const std::string& file) {
   if (__builtin_mul_overflow(count, item, &need)) need = UINT64_MAX;
   if (std::find(arr.shape.begin(), arr.shape.end(), 0) != arr.shape.end()) count = need = 0;
   if (need != data_bytes)
-    fail(file, ": the shape needs ", need == UINT64_MAX ? std::string("over 2^64") : std::to_string(need), " bytes of data, the file holds ", data_bytes);
+    fail(file, ": the shape needs ", need == UINT64_MAX ? std::string("over 2^64") : std::to_string(need), " bytes of data, the file holds ",
+         data_bytes);
   arr.values.resize(static_cast<std::size_t>(count));
   const std::byte* data = image.data() + header_at + header_len;
   for (std::size_t i = 0; i < arr.values.size(); ++i) {

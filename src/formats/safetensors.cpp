@@ -16,10 +16,8 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 int64_t read_dim(const nlohmann::json& d, const std::string& file, const std::string& name) {
-  if (!d.is_number_integer() && !d.is_number_unsigned())
-    fail(file, ": tensor '", name, "': shape entries must be non-negative integers");
-  if (d.is_number_integer() && d.get<int64_t>() < 0)
-    fail(file, ": tensor '", name, "': negative dimension ", d.get<int64_t>());
+  if (!d.is_number_integer() && !d.is_number_unsigned()) fail(file, ": tensor '", name, "': shape entries must be non-negative integers");
+  if (d.is_number_integer() && d.get<int64_t>() < 0) fail(file, ": tensor '", name, "': negative dimension ", d.get<int64_t>());
   uint64_t v = d.get<uint64_t>();
   if (v > (1ull << 40)) fail(file, ": tensor '", name, "': absurd dimension ", v);
   return static_cast<int64_t>(v);
@@ -73,8 +71,7 @@ std::vector<TensorInfo> parse_safetensors(std::span<const std::byte> image, cons
     }
     if (!entry.is_object()) fail(file, ": tensor '", name, "': entry must be an object");
     auto dt = entry.find("dtype"), sh = entry.find("shape"), off = entry.find("data_offsets");
-    if (dt == entry.end() || sh == entry.end() || off == entry.end())
-      fail(file, ": tensor '", name, "': entry needs dtype, shape and data_offsets");
+    if (dt == entry.end() || sh == entry.end() || off == entry.end()) fail(file, ": tensor '", name, "': entry needs dtype, shape and data_offsets");
     if (!dt->is_string()) fail(file, ": tensor '", name, "': dtype must be a string");
     auto dtype = dtype_from_name(dt->get<std::string>());
     if (!dtype) fail(file, ": tensor '", name, "': unknown dtype '", dt->get<std::string>(), "'");
@@ -96,12 +93,11 @@ std::vector<TensorInfo> parse_safetensors(std::span<const std::byte> image, cons
     uint64_t begin = read_offset((*off)[0], file, name), end = read_offset((*off)[1], file, name);
     if (begin > end) fail(file, ": tensor '", name, "': data_offsets [", begin, ", ", end, "] are reversed");
     if (end > data_size)
-      fail(file, ": tensor '", name, "': data [", begin, ", ", end, ") runs past the end of the data (", data_size,
-           " bytes; file truncated?)");
+      fail(file, ": tensor '", name, "': data [", begin, ", ", end, ") runs past the end of the data (", data_size, " bytes; file truncated?)");
     uint64_t expected = count * dtype_size(t.dtype);
     if (end - begin != expected)
-      fail(file, ": tensor '", name, "': ", end - begin, " bytes stored but shape ", t.shape_string(), " of ",
-           dtype_name(t.dtype), " needs ", expected);
+      fail(file, ": tensor '", name, "': ", end - begin, " bytes stored but shape ", t.shape_string(), " of ", dtype_name(t.dtype), " needs ",
+           expected);
     t.data = data + begin;
     t.nbytes = static_cast<std::size_t>(expected);
     tensors.push_back(std::move(t));
@@ -114,13 +110,11 @@ std::vector<TensorInfo> parse_safetensors(std::span<const std::byte> image, cons
   for (std::size_t i = 1; i < order.size(); ++i) {
     auto prev = ranges[order[i - 1]], cur = ranges[order[i]];
     if (cur.first < prev.second && cur.first != cur.second && prev.first != prev.second)
-      fail(file, ": tensors '", tensors[order[i - 1]].name, "' and '", tensors[order[i]].name,
-           "' have overlapping data ranges");
+      fail(file, ": tensors '", tensors[order[i - 1]].name, "' and '", tensors[order[i]].name, "' have overlapping data ranges");
   }
   return tensors;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
-    : map_(path), tensors_(parse_safetensors(map_.bytes(), path.string())) {}
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path), tensors_(parse_safetensors(map_.bytes(), path.string())) {}
 
 }  // namespace qwenrt

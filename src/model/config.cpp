@@ -80,8 +80,7 @@ void read_layer_types(const json& text, const FieldReader& f, ModelConfig& c) {
     return;
   }
   int64_t interval = f.integer_or("full_attention_interval", 4, 1, 1 << 20);
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    c.layer_types.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.layer_types.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
 }
 
 }  // namespace
@@ -105,8 +104,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   if (!root.is_object()) fail(source, ": config must be a JSON object");
   ModelConfig c;
   auto arch = root.find("architectures");
-  if (arch != root.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string())
-    c.architecture = (*arch)[0].get<std::string>();
+  if (arch != root.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) c.architecture = (*arch)[0].get<std::string>();
   std::string top_type = string_field(root, "model_type", "", source);
 
   const json* text = &root;
@@ -120,18 +118,16 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   static const char* kKnown[] = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"};
   bool known = false;
   for (const char* k : kKnown) known |= c.model_type == k;
-  if (!known)
-    fail(source, ": model_type '", c.model_type, "' is not supported (expected qwen3_5, qwen3_5_text, qwen3_5_moe or qwen3_5_moe_text)");
+  if (!known) fail(source, ": model_type '", c.model_type, "' is not supported (expected qwen3_5, qwen3_5_text, qwen3_5_moe or qwen3_5_moe_text)");
   if (!c.architecture.empty()) {
-    static const char* kArch[] = {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
-                                  "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"};
+    static const char* kArch[] = {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                  "Qwen3_5MoeForCausalLM"};
     bool ok = false;
     for (const char* a : kArch) ok |= c.architecture == a;
     if (!ok) fail(source, ": architecture '", c.architecture, "' is not supported");
   } else {
-    c.architecture = c.model_type.find("moe") != std::string::npos
-                         ? (c.nested ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5MoeForCausalLM")
-                         : (c.nested ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5ForCausalLM");
+    c.architecture = c.model_type.find("moe") != std::string::npos ? (c.nested ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5MoeForCausalLM")
+                                                                   : (c.nested ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5ForCausalLM");
   }
   c.moe = c.model_type.find("moe") != std::string::npos;
 
@@ -158,8 +154,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
     theta = r.number_or("rope_theta", theta, 1.0, 1e12);
     partial = r.number_or("partial_rotary_factor", partial, 0.0, 1.0);
     std::string type = string_field(*rope, "rope_type", "default", f.source());
-    if (type != "default" && type != "mrope")
-      fail(f.source(), ": rope_type '", type, "' is not supported (only default/mrope)");
+    if (type != "default" && type != "mrope") fail(f.source(), ": rope_type '", type, "' is not supported (only default/mrope)");
   }
   c.rope_theta = theta;
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
@@ -171,8 +166,8 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   c.linear_num_key_heads = f.integer("linear_num_key_heads", 1, 1024);
   c.linear_num_value_heads = f.integer("linear_num_value_heads", 1, 1024);
   if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
-    fail(f.source(), ": linear_num_value_heads (", c.linear_num_value_heads, ") must be a multiple of linear_num_key_heads (",
-         c.linear_num_key_heads, ")");
+    fail(f.source(), ": linear_num_value_heads (", c.linear_num_value_heads, ") must be a multiple of linear_num_key_heads (", c.linear_num_key_heads,
+         ")");
   c.linear_key_head_dim = f.integer("linear_key_head_dim", 1, 4096);
   c.linear_value_head_dim = f.integer("linear_value_head_dim", 1, 4096);
   c.linear_conv_kernel = f.integer_or("linear_conv_kernel_dim", 4, 1, 64);
@@ -192,10 +187,8 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   }
   c.mtp_layers = f.integer_or("mtp_num_hidden_layers", 0, 0, 16);
   // The text config decides; the top level is the fallback (some exports put it there only).
-  if (f.find("max_position_embeddings"))
-    c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxPositionEmbeddingsLimit);
-  else if (c.nested)
-    c.max_position_embeddings = FieldReader(root, source).integer_or("max_position_embeddings", 0, 1, kMaxPositionEmbeddingsLimit);
+  if (f.find("max_position_embeddings")) c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxPositionEmbeddingsLimit);
+  else if (c.nested) c.max_position_embeddings = FieldReader(root, source).integer_or("max_position_embeddings", 0, 1, kMaxPositionEmbeddingsLimit);
   read_layer_types(*text, f, c);
 
   // Tied embeddings: the text config decides, the top level is the fallback.

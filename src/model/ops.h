@@ -20,20 +20,20 @@ namespace qwenrt {
 
 // Which product or op an activation buffer belongs to (and how the profiler names its time).
 enum class Part : uint8_t {
-  Residual,          // the residual stream h [T, H] (f32)
-  Norm,              // a normalised copy of h
-  DeltaNetInProj,    // q|k|v, z, b, a
-  DeltaNet,          // the DeltaNet mixer's output (before out_proj)
+  Residual,        // the residual stream h [T, H] (f32)
+  Norm,            // a normalised copy of h
+  DeltaNetInProj,  // q|k|v, z, b, a
+  DeltaNet,        // the DeltaNet mixer's output (before out_proj)
   DeltaNetOutProj,
-  AttentionInProj,   // q|gate, k, v
-  Attention,         // the attention mixer's output (before o_proj)
+  AttentionInProj,  // q|gate, k, v
+  Attention,        // the attention mixer's output (before o_proj)
   AttentionOutProj,
-  GateUp,            // gate and up (the plain path)
-  SwiGlu,            // silu(gate) ⊙ up, the input of down
+  GateUp,  // gate and up (the plain path)
+  SwiGlu,  // silu(gate) ⊙ up, the input of down
   Down,
   Moe,
-  FinalNorm,         // the final norm of the rows whose logits are wanted (the hidden rows out)
-  LmHead,            // logits
+  FinalNorm,  // the final norm of the rows whose logits are wanted (the hidden rows out)
+  LmHead,     // logits
   kCount
 };
 const char* part_name(Part p);
@@ -47,7 +47,9 @@ struct Act {
   int64_t rows = 0, cols = 0, ld = 0;
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 class Ops {

@@ -38,9 +38,7 @@ void Qwen35Model::use_device(const DeviceSpec& device) {
   device_ = device;
 }
 
-std::string Qwen35Model::device_description() const {
-  return device_forward_ ? device_forward_->describe() : std::string("cpu");
-}
+std::string Qwen35Model::device_description() const { return device_forward_ ? device_forward_->describe() : std::string("cpu"); }
 
 ModelCache Qwen35Model::new_cache(int max_sequences) const {
   return ModelCache(config_.cache_shape(), max_sequences, 64, /*host_storage=*/device_forward_ == nullptr);

@@ -25,9 +25,9 @@ int32_t argmax_row(const float* logits, int64_t n);
 
 // A greedy step handed to the model without waiting for its picks (engine/StepQueue keeps these).
 struct PendingStep {
-  int64_t rows = 0;              // the picks it gives
-  int entry = -1;                // the device executor's step entry; -1 on the CPU
-  std::vector<int32_t> picks;    // on the CPU, computed at once
+  int64_t rows = 0;            // the picks it gives
+  int entry = -1;              // the device executor's step entry; -1 on the CPU
+  std::vector<int32_t> picks;  // on the CPU, computed at once
 };
 
 class Qwen35Model {

@@ -15,12 +15,9 @@ struct Shape {
 
 // Qwen3.5-2B's value heads and tying are unverified upstream; 16 and tied follow the 0.8B.
 constexpr Shape kShapes[] = {
-    {"0.8b", 24, 1024, 3584, 8, 2, 16, true, 0, 0, 0, 0},
-    {"2b", 24, 2048, 6144, 8, 2, 16, true, 0, 0, 0, 0},
-    {"4b", 32, 2560, 9216, 16, 4, 32, true, 0, 0, 0, 0},
-    {"9b", 32, 4096, 12288, 16, 4, 32, false, 0, 0, 0, 0},
-    {"27b", 64, 5120, 17408, 24, 4, 48, false, 0, 0, 0, 0},
-    {"35b-a3b", 40, 2048, 0, 16, 2, 32, false, 256, 8, 512, 512},
+    {"0.8b", 24, 1024, 3584, 8, 2, 16, true, 0, 0, 0, 0},   {"2b", 24, 2048, 6144, 8, 2, 16, true, 0, 0, 0, 0},
+    {"4b", 32, 2560, 9216, 16, 4, 32, true, 0, 0, 0, 0},    {"9b", 32, 4096, 12288, 16, 4, 32, false, 0, 0, 0, 0},
+    {"27b", 64, 5120, 17408, 24, 4, 48, false, 0, 0, 0, 0}, {"35b-a3b", 40, 2048, 0, 16, 2, 32, false, 256, 8, 512, 512},
 };
 
 }  // namespace
@@ -45,8 +42,7 @@ ModelConfig released_shape(const std::string& name) {
     c.intermediate_size = s.intermediate;
     c.rms_norm_eps = 1e-6;
     c.tie_word_embeddings = s.tied;
-    for (int64_t i = 0; i < s.layers; ++i)
-      c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+    for (int64_t i = 0; i < s.layers; ++i) c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
     c.num_heads = s.heads;
     c.num_kv_heads = s.kv_heads;
     c.head_dim = 256;

@@ -50,7 +50,7 @@ struct RowLayout {
   std::vector<int64_t> positions;   // per row
   std::vector<int64_t> logit_rows;  // the rows whose logits (and hidden rows) the step returns
   int64_t total_rows = 0;
-  bool given_embeddings = false;    // some row's input is given (StepSequence::embeddings)
+  bool given_embeddings = false;  // some row's input is given (StepSequence::embeddings)
 };
 
 }  // namespace qwenrt

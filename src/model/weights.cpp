@@ -29,8 +29,7 @@ class Binder {
   const TensorInfo& get(const std::string& name, const std::vector<int64_t>& shape) {
     const TensorInfo* t = ckpt_.find(name);
     if (!t) fail(ckpt_.dir().string(), ": missing tensor '", name, "' (expected shape ", shape_str(shape), ")");
-    if (t->shape != shape)
-      fail(t->file, ": tensor '", name, "' has shape ", t->shape_string(), ", expected ", shape_str(shape));
+    if (t->shape != shape) fail(t->file, ": tensor '", name, "' has shape ", t->shape_string(), ", expected ", shape_str(shape));
     if (t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32)
       fail(t->file, ": tensor '", name, "' has dtype ", dtype_name(t->dtype), "; expected BF16, F16 or F32");
     used_.insert(name);
@@ -118,8 +117,7 @@ void bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights&
       x.down = down.row_slice(e * H, H);
     }
   } else {
-    for (int64_t e = 0; e < E; ++e)
-      bind_mlp(b, p + "experts." + std::to_string(e) + ".", H, Ie, m.experts[static_cast<std::size_t>(e)]);
+    for (int64_t e = 0; e < E; ++e) bind_mlp(b, p + "experts." + std::to_string(e) + ".", H, Ie, m.experts[static_cast<std::size_t>(e)]);
   }
   if (c.shared_expert_intermediate_size > 0) {
     m.has_shared = true;
@@ -134,10 +132,8 @@ std::size_t ModelWeights::matrix_bytes() const {
   std::size_t n = lm_head.bytes();
   auto mlp_bytes = [](const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); };
   for (const auto& l : layers) {
-    if (l.kind == LayerKind::FullAttention)
-      n += l.attn.q_proj.bytes() + l.attn.k_proj.bytes() + l.attn.v_proj.bytes() + l.attn.o_proj.bytes();
-    else
-      n += l.gdn.in_qkv.bytes() + l.gdn.in_z.bytes() + l.gdn.in_b.bytes() + l.gdn.in_a.bytes() + l.gdn.out_proj.bytes();
+    if (l.kind == LayerKind::FullAttention) n += l.attn.q_proj.bytes() + l.attn.k_proj.bytes() + l.attn.v_proj.bytes() + l.attn.o_proj.bytes();
+    else n += l.gdn.in_qkv.bytes() + l.gdn.in_z.bytes() + l.gdn.in_b.bytes() + l.gdn.in_a.bytes() + l.gdn.out_proj.bytes();
     if (l.moe.experts.empty()) {
       n += mlp_bytes(l.mlp);
     } else {
@@ -156,8 +152,7 @@ ModelWeights bind_weights(const ModelConfig& c, const CheckpointDir& ckpt) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
   w.embed = b.matrix(prefix + "embed_tokens.weight", V, H);
   const bool has_head = b.has("lm_head.weight");
-  if (c.tie_word_embeddings && has_head)
-    fail(ckpt.dir().string(), ": config says tie_word_embeddings=true but the checkpoint has lm_head.weight");
+  if (c.tie_word_embeddings && has_head) fail(ckpt.dir().string(), ": config says tie_word_embeddings=true but the checkpoint has lm_head.weight");
   if (!c.tie_word_embeddings && !has_head)
     fail(ckpt.dir().string(), ": config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
   w.lm_head = c.tie_word_embeddings ? w.embed : b.matrix("lm_head.weight", V, H);
@@ -231,8 +226,12 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
     l.input_norm = ones(H);
     l.post_norm = ones(H);
     if (l.kind == LayerKind::FullAttention) {
-      l.attn = {mat(2 * c.num_heads * c.head_dim, H), mat(c.num_kv_heads * c.head_dim, H),
-                mat(c.num_kv_heads * c.head_dim, H), mat(H, c.num_heads * c.head_dim), ones(c.head_dim), ones(c.head_dim)};
+      l.attn = {mat(2 * c.num_heads * c.head_dim, H),
+                mat(c.num_kv_heads * c.head_dim, H),
+                mat(c.num_kv_heads * c.head_dim, H),
+                mat(H, c.num_heads * c.head_dim),
+                ones(c.head_dim),
+                ones(c.head_dim)};
     } else {
       const int64_t nv = c.linear_num_value_heads;
       l.gdn.in_qkv = mat(c.conv_dim(), H);

@@ -15,18 +15,18 @@ namespace qwenrt {
 class CheckpointDir;
 
 struct AttentionWeights {
-  Weight q_proj;  // [2·Nq·Dh, H]: per head, Dh query rows then Dh gate rows
-  Weight k_proj, v_proj;  // [Nkv·Dh, H]
-  Weight o_proj;  // [H, Nq·Dh]
+  Weight q_proj;               // [2·Nq·Dh, H]: per head, Dh query rows then Dh gate rows
+  Weight k_proj, v_proj;       // [Nkv·Dh, H]
+  Weight o_proj;               // [H, Nq·Dh]
   ParamVector q_norm, k_norm;  // (1 + w), [Dh]
 };
 
 struct DeltaNetWeights {
-  Weight in_qkv;  // [conv_dim, H]
-  Weight in_z;    // [value_dim, H]
-  Weight in_b;    // [nv, H]
-  Weight in_a;    // [nv, H]
-  Weight out_proj;  // [H, value_dim]
+  Weight in_qkv;          // [conv_dim, H]
+  Weight in_z;            // [value_dim, H]
+  Weight in_b;            // [nv, H]
+  Weight in_a;            // [nv, H]
+  Weight out_proj;        // [H, value_dim]
   ParamVector conv;       // [conv_dim, K]
   ParamVector dt_bias;    // [nv]
   ParamVector neg_exp_a;  // −exp(A_log), [nv]
@@ -56,11 +56,11 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Weight embed;    // [V, H]
-  Weight lm_head;  // [V, H]; the embedding when tied
+  Weight embed;            // [V, H]
+  Weight lm_head;          // [V, H]; the embedding when tied
   ParamVector final_norm;  // (1 + w), [H]
   std::vector<LayerWeights> layers;
-  std::vector<std::string> mtp_tensors;  // kept for the MTP head (not used by the main forward)
+  std::vector<std::string> mtp_tensors;      // kept for the MTP head (not used by the main forward)
   std::vector<std::shared_ptr<void>> owned;  // backing memory when not mapped (synthetic weights)
 
   std::size_t matrix_bytes() const;  // bytes of all matrices (what one decode step streams, head included)

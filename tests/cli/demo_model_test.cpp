@@ -40,23 +40,23 @@ TEST(DemoModel, GreedyCompletionIsStable) {
 
 TEST(DemoModel, RunStreamsEnglish) {
   for (const auto& dir : demo_models()) {
-    auto r = test::run_command(test::cli() + " run --model " + dir.string() +
-                               " -p 'Tell me about the sea.' --no-think --max-tokens 24 --seed 7 --json");
+    auto r =
+        test::run_command(test::cli() + " run --model " + dir.string() + " -p 'Tell me about the sea.' --no-think --max-tokens 24 --seed 7 --json");
     ASSERT_EQ(r.status, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_GT(j["tokens"].size(), 0u);
     EXPECT_EQ(j["timings"]["generated_tokens"], j["tokens"].size());
     // Seeded sampling reproduces exactly.
-    auto again = test::run_command(test::cli() + " run --model " + dir.string() +
-                                   " -p 'Tell me about the sea.' --no-think --max-tokens 24 --seed 7 --json");
+    auto again =
+        test::run_command(test::cli() + " run --model " + dir.string() + " -p 'Tell me about the sea.' --no-think --max-tokens 24 --seed 7 --json");
     EXPECT_EQ(nlohmann::json::parse(again.out)["tokens"], j["tokens"]);
   }
 }
 
 TEST(DemoModel, ChatKeepsHistoryAndHandlesCommands) {
   for (const auto& dir : demo_models()) {
-    auto r = test::run_command("printf 'Hello there.\\n/set temperature 0\\n/set bogus 3\\nAnd now?\\n/reset\\n/quit\\n' | " +
-                               test::cli() + " chat --model " + dir.string() + " --no-think --max-tokens 12 --seed 1");
+    auto r = test::run_command("printf 'Hello there.\\n/set temperature 0\\n/set bogus 3\\nAnd now?\\n/reset\\n/quit\\n' | " + test::cli() +
+                               " chat --model " + dir.string() + " --no-think --max-tokens 12 --seed 1");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("unknown option '--bogus'"), std::string::npos) << r.err;

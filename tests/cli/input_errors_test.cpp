@@ -1,6 +1,5 @@
 // Bad input through the real binary ends in a clear error naming the file or option and the limit:
 // never a hang, a crash, an "internal error" or silent garbage.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -8,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <thread>
 
 #include "core/mapped_file.h"
@@ -85,8 +85,9 @@ TEST(CliInput, ThreadsAreCapped) {
   const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const std::string model = " --model " + fixture("dense_tied").string();
   auto r = run_command(cli() + " info" + model + " --threads " + std::to_string(4 * hw + 1));
-  expect_clean_error(r, "threads 4x+1", {"--threads " + std::to_string(4 * hw + 1), "4x the " + std::to_string(hw) + " hardware threads",
-                                         "at most " + std::to_string(4 * hw)});
+  expect_clean_error(
+      r, "threads 4x+1",
+      {"--threads " + std::to_string(4 * hw + 1), "4x the " + std::to_string(hw) + " hardware threads", "at most " + std::to_string(4 * hw)});
   r = run_command(cli() + " info" + model + " --threads 1025");
   expect_clean_error(r, "threads 1025", {"--threads must be in [1, 1024]"});
   r = run_command(cli() + " info" + model + " --threads " + std::to_string(std::min<int64_t>(4 * hw, 1024)));
@@ -172,10 +173,10 @@ TEST(CliInput, InfoCheckFindsNanAndInf) {
   }
   ASSERT_FALSE(f16_name.empty() || f32_name.empty() || bf16_name.empty());
   const fs::path st = dir.path / "model.safetensors";
-  poke(st, f16_name, 5, 0, 0x7E00, 0);                  // NaN
-  poke(st, f32_name, 3, 0x7F800000u, 0, 0);             // +Inf
-  poke(st, bf16_name, 9, 0, 0, 0xFF80);                 // -Inf
-  poke(st, bf16_name, 11, 0, 0, 0x7FC1);                // NaN
+  poke(st, f16_name, 5, 0, 0x7E00, 0);       // NaN
+  poke(st, f32_name, 3, 0x7F800000u, 0, 0);  // +Inf
+  poke(st, bf16_name, 9, 0, 0, 0xFF80);      // -Inf
+  poke(st, bf16_name, 11, 0, 0, 0x7FC1);     // NaN
   auto r = run_command(cli() + " info --check --model " + dir.path.string());
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.out.find(f16_name + " (" + st.string() + "): 1 NaN, 0 Inf, first at flat index 5"), std::string::npos) << r.out;

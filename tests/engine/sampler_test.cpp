@@ -207,7 +207,8 @@ TEST(Sampler, LogprobsOverALargeVocabularyMatchDouble) {
     EXPECT_NEAR(r.logprob, l[static_cast<std::size_t>(r.id)] - log_z, 2e-6);
     ASSERT_EQ(r.top.size(), 4u);
     for (const auto& [id, lp] : r.top) EXPECT_NEAR(lp, l[static_cast<std::size_t>(id)] - log_z, 2e-6);
-    for (std::size_t j = 1; j < r.top.size(); ++j) EXPECT_GE(l[static_cast<std::size_t>(r.top[j - 1].first)], l[static_cast<std::size_t>(r.top[j].first)]);
+    for (std::size_t j = 1; j < r.top.size(); ++j)
+      EXPECT_GE(l[static_cast<std::size_t>(r.top[j - 1].first)], l[static_cast<std::size_t>(r.top[j].first)]);
   }
   SamplingParams quiet = p;
   quiet.logprobs = false;
@@ -218,9 +219,8 @@ TEST(Sampler, LogprobsOverALargeVocabularyMatchDouble) {
 
 TEST(Sampler, RejectsImpossibleParameters) {
   for (auto mutate : std::vector<void (*)(SamplingParams&)>{
-           [](SamplingParams& p) { p.temperature = -1; }, [](SamplingParams& p) { p.top_p = 0; },
-           [](SamplingParams& p) { p.top_p = 1.5f; }, [](SamplingParams& p) { p.min_p = 2; },
-           [](SamplingParams& p) { p.top_k = -3; }, [](SamplingParams& p) { p.repetition_penalty = 0; },
+           [](SamplingParams& p) { p.temperature = -1; }, [](SamplingParams& p) { p.top_p = 0; }, [](SamplingParams& p) { p.top_p = 1.5f; },
+           [](SamplingParams& p) { p.min_p = 2; }, [](SamplingParams& p) { p.top_k = -3; }, [](SamplingParams& p) { p.repetition_penalty = 0; },
            [](SamplingParams& p) { p.presence_penalty = 9; }, [](SamplingParams& p) { p.top_logprobs = 99; }}) {
     SamplingParams p;
     mutate(p);

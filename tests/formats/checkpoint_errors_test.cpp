@@ -20,8 +20,8 @@ using nlohmann::json;
 class BrokenCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("qwenrt_broken_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("qwenrt_broken_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const fs::path src = test::fixtures_dir() / "dense_untied";
@@ -60,9 +60,9 @@ class BrokenCheckpoint : public ::testing::Test {
   json config_;
 };
 
-#define EXPECT_ERROR_HAS(msg, ...)                                                  \
-  do {                                                                              \
-    const std::string m_ = (msg);                                                   \
+#define EXPECT_ERROR_HAS(msg, ...)                                                                                                    \
+  do {                                                                                                                                \
+    const std::string m_ = (msg);                                                                                                     \
     for (const char* part : {__VA_ARGS__}) EXPECT_NE(m_.find(part), std::string::npos) << "message: " << m_ << "\nmissing: " << part; \
   } while (0)
 
@@ -128,11 +128,10 @@ TEST_F(BrokenCheckpoint, AbsurdConfigValues) {
     json value;
     const char* expect;
   };
-  for (const Case& c : {Case{"hidden_size", -4, "hidden_size"}, Case{"num_hidden_layers", 100000, "num_hidden_layers"},
-                        Case{"vocab_size", "many", "vocab_size"}, Case{"linear_num_value_heads", 3, "multiple"},
-                        Case{"layer_types", json::array({"full_attention"}), "layer_types"},
-                        Case{"model_type", "llama", "not supported"}, Case{"hidden_act", "gelu", "hidden_act"},
-                        Case{"rms_norm_eps", 5.0, "rms_norm_eps"}}) {
+  for (const Case& c :
+       {Case{"hidden_size", -4, "hidden_size"}, Case{"num_hidden_layers", 100000, "num_hidden_layers"}, Case{"vocab_size", "many", "vocab_size"},
+        Case{"linear_num_value_heads", 3, "multiple"}, Case{"layer_types", json::array({"full_attention"}), "layer_types"},
+        Case{"model_type", "llama", "not supported"}, Case{"hidden_act", "gelu", "hidden_act"}, Case{"rms_norm_eps", 5.0, "rms_norm_eps"}}) {
     config_ = original;
     text_config()[c.field] = c.value;
     write_config();

@@ -12,9 +12,8 @@ namespace {
 
 // Independent double-precision recurrence, written straight from the definition:
 // S ← α(I − βkkᵀ)S + βkvᵀ, o = Sᵀq.
-void reference(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-               const std::vector<double>& beta, const std::vector<double>& g, int64_t T, int64_t dk, int64_t dv,
-               std::vector<double>& S, std::vector<double>& o) {
+void reference(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& beta,
+               const std::vector<double>& g, int64_t T, int64_t dk, int64_t dv, std::vector<double>& S, std::vector<double>& o) {
   for (int64_t t = 0; t < T; ++t) {
     const double a = std::exp(g[t]);
     std::vector<double> kS(dv, 0.0);
@@ -54,8 +53,7 @@ TEST_P(DeltaRuleTest, RecurrentAndChunkedMatchDoubleReference) {
     g[t] = -2.0f * ud(rng);
   }
   std::vector<double> Sd(S0.begin(), S0.end()), od(T * dv);
-  reference({q.begin(), q.end()}, {k.begin(), k.end()}, {v.begin(), v.end()}, {beta.begin(), beta.end()}, {g.begin(), g.end()}, T, dk, dv,
-            Sd, od);
+  reference({q.begin(), q.end()}, {k.begin(), k.end()}, {v.begin(), v.end()}, {beta.begin(), beta.end()}, {g.begin(), g.end()}, T, dk, dv, Sd, od);
 
   for (bool chunked : {false, true}) {
     std::vector<float> S = S0, o(T * dv);
@@ -71,8 +69,8 @@ TEST_P(DeltaRuleTest, RecurrentAndChunkedMatchDoubleReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeltaRuleTest,
-                         ::testing::Values(Case{1, 8, 8, 64}, Case{7, 16, 8, 64}, Case{64, 16, 16, 64}, Case{65, 8, 12, 64},
-                                           Case{150, 32, 16, 64}, Case{37, 12, 20, 8}));
+                         ::testing::Values(Case{1, 8, 8, 64}, Case{7, 16, 8, 64}, Case{64, 16, 16, 64}, Case{65, 8, 12, 64}, Case{150, 32, 16, 64},
+                                           Case{37, 12, 20, 8}));
 
 }  // namespace
 }  // namespace qwenrt

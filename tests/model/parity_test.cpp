@@ -112,7 +112,8 @@ TEST_P(Parity, BatchedDecodeMatchesAlone) {
     Step step{Phase::Decode, {}, false};
     for (int s : slots) step.sequences.push_back({s, {t}});
     auto l = model.forward(step, cache, pool_);
-    for (std::size_t i = 0; i < prompts.size(); ++i) batched[i].insert(batched[i].end(), l.begin() + static_cast<long>(i * V), l.begin() + static_cast<long>((i + 1) * V));
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      batched[i].insert(batched[i].end(), l.begin() + static_cast<long>(i * V), l.begin() + static_cast<long>((i + 1) * V));
   }
   // Row results never depend on the batch (fixed reduction order), so this is exact, not just
   // within tolerance.
@@ -247,10 +248,13 @@ TEST_P(Parity, SampledAtTemperatureZeroIsGreedy) {
   ModelCache cache(model.config().cache_shape(), 1);
   const int slot = cache.acquire();
   std::vector<int32_t> got;
-  generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
-    got.push_back(t.id);
-    return true;
-  }, pool_);
+  generate_sampled(
+      model, cache, slot, ref_.prompt, opt,
+      [&](const SampledToken& t) {
+        got.push_back(t.id);
+        return true;
+      },
+      pool_);
   EXPECT_EQ(got, want) << GetParam();
 }
 
@@ -277,18 +281,20 @@ TEST_P(Parity, SampledGreedyStopsWhereItShould) {
     ModelCache cache(model.config().cache_shape(), 1);
     const int slot = cache.acquire();
     std::vector<int32_t> got;
-    generate_sampled(model, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
-      got.push_back(t.id);
-      return got.size() != c.callback_stops_at;
-    }, pool_);
+    generate_sampled(
+        model, cache, slot, ref_.prompt, opt,
+        [&](const SampledToken& t) {
+          got.push_back(t.id);
+          return got.size() != c.callback_stops_at;
+        },
+        pool_);
     EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(c.expect))) << GetParam() << " max " << c.max_tokens;
     const int64_t held = cache.length(slot) - static_cast<int64_t>(ref_.prompt.size());
     EXPECT_TRUE(held == static_cast<int64_t>(got.size()) || held == static_cast<int64_t>(got.size()) - 1) << GetParam() << " holds " << held;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(test::fixture_names()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(test::fixture_names()), [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);
 
 }  // namespace

@@ -12,9 +12,8 @@
 
 namespace qwenrt::test {
 
-inline std::pair<std::vector<int32_t>, std::vector<int32_t>> queued_and_one_at_a_time(const Qwen35Model& model,
-                                                                                      const std::vector<int32_t>& prompt, int steps,
-                                                                                      ThreadPool& pool) {
+inline std::pair<std::vector<int32_t>, std::vector<int32_t>> queued_and_one_at_a_time(const Qwen35Model& model, const std::vector<int32_t>& prompt,
+                                                                                      int steps, ThreadPool& pool) {
   constexpr int kBothSteps = 3;
   auto prefill = [&](StepQueue& queue, ModelCache& cache, std::vector<int32_t>& picks) {
     const int a = cache.acquire(), b = cache.acquire();

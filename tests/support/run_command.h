@@ -1,12 +1,11 @@
 #pragma once
 // Runs a shell command and captures its exit status, stdout and stderr (for end-to-end CLI tests).
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
 
 namespace qwenrt::test {
 

@@ -14,7 +14,7 @@ namespace qwenrt::cpu {
 
 struct MatmulOutput {
   Weight w;
-  float* y;        // [n, ldy]; columns [0, w.rows) are written
+  float* y;  // [n, ldy]; columns [0, w.rows) are written
   int64_t ldy;
 };
 

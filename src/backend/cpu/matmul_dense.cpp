@@ -1,7 +1,5 @@
 // Products over dense weights (f32, f16, bf16): the AVX2/FMA/F16C kernel and its scalar twin,
 // which round the same way.
-#include "backend/cpu/matmul_formats.h"
-
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -10,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/matmul_formats.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -86,7 +85,7 @@ QWENRT_AVX2 inline float load1(const std::byte* p, int64_t c) {
 // Same order as the scalar kernel: (l0+l4)+(l2+l6) + (l1+l5)+(l3+l7).
 QWENRT_AVX2 inline float hsum8(__m256 v) {
   __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                   // (0+4)+(2+6), (1+5)+(3+7)
+  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // (0+4)+(2+6), (1+5)+(3+7)
   __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
   return _mm_cvtss_f32(c);
 }
@@ -104,8 +103,7 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t
     // gets going on; fetch the next tile's rows (contiguous after these) while this one runs.
     if constexpr (NX == 1) {
       if ((c * kElem) % 64 == 0)
-        for (int j = 0; j < NW; ++j)
-          _mm_prefetch(reinterpret_cast<const char*>(w + (NW + j) * w_stride + c * kElem), _MM_HINT_T0);
+        for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + (NW + j) * w_stride + c * kElem), _MM_HINT_T0);
     }
     __m256 wv[NW];
     for (int j = 0; j < NW; ++j) wv[j] = load8<T>(w + j * w_stride, c);
@@ -125,8 +123,7 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t
 // Rows [r0, r1) of W against all n rows of x. Weight rows are taken in blocks that stay in L1
 // while x streams past in blocks that stay in L2.
 template <WeightFormat T>
-QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy,
-                           int64_t r0, int64_t r1) {
+QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const std::size_t stride = w.row_bytes();
   const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
   const int64_t w_block = 16;
@@ -136,8 +133,7 @@ QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w
       const int64_t xe = std::min(n, xb + x_block);
       int64_t r = wb;
       if (xe - xb == 1) {  // decode: one x row, four weight rows in flight
-        for (; r + 4 <= we; r += 4)
-          tile<T, 1, 4>(x + xb * k, k, w.data + r * stride, stride, y + xb * ldy + r, ldy);
+        for (; r + 4 <= we; r += 4) tile<T, 1, 4>(x + xb * k, k, w.data + r * stride, stride, y + xb * ldy + r, ldy);
       }
       for (; r + 2 <= we; r += 2) {
         int64_t i = xb;

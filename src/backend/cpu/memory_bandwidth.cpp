@@ -60,9 +60,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, std::size_t bytes, int repeats) {
     });
     bw.read_GBps = std::max(bw.read_GBps, static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
     t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, 1 << 16, [&](std::size_t i0, std::size_t i1) {
-      std::memcpy(b.get() + i0, a.get() + i0, (i1 - i0) * sizeof(float));
-    });
+    pool.parallel_for(n, 1 << 16, [&](std::size_t i0, std::size_t i1) { std::memcpy(b.get() + i0, a.get() + i0, (i1 - i0) * sizeof(float)); });
     bw.copy_GBps = std::max(bw.copy_GBps, 2.0 * static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
   }
   for (float s : sink) guard = guard + s;

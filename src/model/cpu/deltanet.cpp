@@ -132,8 +132,7 @@ void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_lay
     float* state = ctx.cache.conv_state(gdn_layer, sp.slot);
     std::vector<float> hist(static_cast<std::size_t>((K - 1 + sp.rows) * conv_dim));
     std::copy(state, state + (K - 1) * conv_dim, hist.begin());
-    std::copy(qkv + sp.first_row * conv_dim, qkv + (sp.first_row + sp.rows) * conv_dim,
-              hist.begin() + (K - 1) * conv_dim);
+    std::copy(qkv + sp.first_row * conv_dim, qkv + (sp.first_row + sp.rows) * conv_dim, hist.begin() + (K - 1) * conv_dim);
     ctx.pool.parallel_for(static_cast<std::size_t>(conv_dim), 256, [&](std::size_t c0, std::size_t c1) {
       for (int64_t t = 0; t < sp.rows; ++t) {
         float* dst = &mixed[(sp.first_row + t) * conv_dim];
@@ -172,9 +171,17 @@ void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_lay
       const auto& sp = spans[i / static_cast<std::size_t>(nv)];
       const int64_t hv = static_cast<int64_t>(i % static_cast<std::size_t>(nv)), hk = hv / ratio;
       const float* base = &mixed[sp.first_row * conv_dim];
-      DeltaRuleHead head{base + hk * dk, base + key_dim + hk * dk, base + 2 * key_dim + hv * dv,
-                         &b[sp.first_row * nv + hv], &a[sp.first_row * nv + hv], o + sp.first_row * value_dim + hv * dv,
-                         conv_dim, conv_dim, conv_dim, value_dim, nv};
+      DeltaRuleHead head{base + hk * dk,
+                         base + key_dim + hk * dk,
+                         base + 2 * key_dim + hv * dv,
+                         &b[sp.first_row * nv + hv],
+                         &a[sp.first_row * nv + hv],
+                         o + sp.first_row * value_dim + hv * dv,
+                         conv_dim,
+                         conv_dim,
+                         conv_dim,
+                         value_dim,
+                         nv};
       float* S = ctx.cache.recurrent_state(gdn_layer, sp.slot) + hv * dk * dv;
       if (chunked) delta_rule_chunked(head, sp.rows, dk, dv, S);
       else delta_rule_recurrent(head, sp.rows, dk, dv, S);

@@ -9,8 +9,7 @@ namespace qwenrt {
 // o [T, value_dim]: causal conv with the cached rows, SiLU, q/k L2 norms, the delta rule per value
 // head (chunked for windows, the recurrence otherwise), gated RMSNorm. `gdn_layer` indexes the
 // layer's conv and recurrent state in the cache.
-void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* qkv, const float* z, float* b, float* a,
-                  float* o);
+void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* qkv, const float* z, float* b, float* a, float* o);
 
 // The gated delta rule for one value head over `rows` tokens, from state S [dk, dv] (updated in
 // place). q, k: row stride q_stride/k_stride, already normalised (q scaled); v: stride v_stride;

@@ -34,8 +34,7 @@ void moe_forward(const ModelConfig& c, const MoeWeights& w, const float* x, int6
     for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(p[e] - mx);
     for (int64_t e = 0; e < E; ++e) p[e] = static_cast<float>(p[e] / sum);
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     float top = 0;
     for (int64_t j = 0; j < k; ++j) top += p[order[j]];
     for (int64_t j = 0; j < k; ++j) routed[static_cast<std::size_t>(order[j])].emplace_back(r, p[order[j]] / top);

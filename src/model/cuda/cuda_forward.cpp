@@ -9,10 +9,10 @@
 
 #include "backend/cuda/attention/attention_decode.h"
 #include "backend/cuda/attention/attention_prefill.h"
-#include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/deltanet/deltanet_decode.h"
 #include "backend/cuda/rows/argmax_rows.h"
 #include "backend/cuda/rows/copy_in_kernel.h"
+#include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/runtime/runtime_options.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -64,7 +64,7 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
 CudaForward::~CudaForward() {
   if (profiler_.enabled()) std::fprintf(stderr, "GPU time by part (QWENRT_CUDA_PROFILE):\n%s", profiler_.report().c_str());
   if (stream_) cudaStreamSynchronize(stream_);  // steps enqueued and never waited for
-  launch_trace_.reset();  // written while the kernels' state is still there
+  launch_trace_.reset();                        // written while the kernels' state is still there
   for (StepIo& io : io_)
     if (io.done) cudaEventDestroy(io.done);
   if (stream_) cudaStreamDestroy(stream_);
@@ -124,8 +124,7 @@ void CudaForward::wait_argmax(int entry, std::vector<int32_t>& tokens) {
   if (!any_busy) profiler_.collect();  // its events are all complete only then
 }
 
-GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io,
-                                       bool argmax) {
+GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
   // The last step through this entry must be done with its pinned buffers before they are written
   // again (a step that threw after enqueuing work drained the stream; see below).
@@ -136,8 +135,8 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   // A sequence starting afresh starts from zero state, whatever the slot held before.
   for (const auto& sp : lay.spans)
     if (sp.start_position == 0 && cs.slot_floats > 0)
-      QWENRT_CUDA_CHECK(cudaMemsetAsync(cs.gdn.as<float>() + sp.slot * cs.slot_floats, 0, static_cast<std::size_t>(cs.slot_floats) * sizeof(float),
-                                        stream_));
+      QWENRT_CUDA_CHECK(
+          cudaMemsetAsync(cs.gdn.as<float>() + sp.slot * cs.slot_floats, 0, static_cast<std::size_t>(cs.slot_floats) * sizeof(float), stream_));
   cs.reserve_blocks(cache.block_count(), stream_);
   window_.reset();
   if (lay.phase != Phase::Decode && config_.count(LayerKind::LinearAttention) > 0) {
@@ -147,7 +146,8 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
                        static_cast<int32_t>(sp.slot)});
     const int nk = static_cast<int>(config_.linear_num_key_heads), nv = static_cast<int>(config_.linear_num_value_heads);
     const std::size_t ws = cuda::deltanet_prefill_workspace_bytes(spans, nk, nv);
-    window_ = std::make_unique<cuda::DeltaNetWindow>(cuda::plan_deltanet_window(spans, nk, nv, scratch_->deltanet_window.get<std::byte>(ws), ws, stream_));
+    window_ =
+        std::make_unique<cuda::DeltaNetWindow>(cuda::plan_deltanet_window(spans, nk, nv, scratch_->deltanet_window.get<std::byte>(ws), ws, stream_));
   }
 
   const CudaStepContext ctx{config_, graph.weights(), step, lay, rows, shape, cs, window_.get(), *scratch_, cublas_, profiler_, stream_};

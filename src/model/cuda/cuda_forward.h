@@ -6,10 +6,10 @@
 #include <array>
 #include <memory>
 
-#include "backend/cuda/gemm/cublas_gemm.h"
-#include "backend/cuda/runtime/device_buffer.h"
 #include "backend/cuda/diagnostics/launch_trace.h"
 #include "backend/cuda/diagnostics/stream_profiler.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "model/cuda/cuda_ops.h"
 #include "model/cuda/graph_cache.h"
 #include "model/cuda/scratch_arena.h"
@@ -44,7 +44,7 @@ class CudaForward final : public DeviceForward {
   cuda::DeviceBuffer weight_arena_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<ScratchArena> scratch_;
-  std::unique_ptr<cuda::CublasGemm> cublas_;       // loaded on the first product of more than 8 rows
+  std::unique_ptr<cuda::CublasGemm> cublas_;      // loaded on the first product of more than 8 rows
   std::unique_ptr<cuda::DeltaNetWindow> window_;  // the DeltaNet layout of the current window step
   GraphCache graphs_;
   bool use_graphs_ = true;  // QWENRT_CUDA_GRAPHS=0 runs every step eagerly

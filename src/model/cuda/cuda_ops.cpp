@@ -7,12 +7,12 @@
 #include "backend/cuda/attention/attention_prepare.h"
 #include "backend/cuda/deltanet/deltanet_decode.h"
 #include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/gemm/skinny_gemm.h"
 #include "backend/cuda/rows/add_in_place.h"
 #include "backend/cuda/rows/embed_rows.h"
 #include "backend/cuda/rows/rms_norm_rows.h"
 #include "backend/cuda/rows/swiglu_rows.h"
 #include "backend/cuda/rows/to_bf16_rows.h"
-#include "backend/cuda/gemm/skinny_gemm.h"
 #include "core/error.h"
 
 namespace qwenrt {
@@ -102,7 +102,8 @@ std::vector<Act> CudaOps::outputs(Part part, int64_t T, std::initializer_list<co
     return out;
   }
   int i = 0;
-  for (const Weight* w : weights) out.push_back({c_.scratch.part<float>(part, static_cast<std::size_t>(T * w->rows), i++), ActType::F32, T, w->rows, w->rows});
+  for (const Weight* w : weights)
+    out.push_back({c_.scratch.part<float>(part, static_cast<std::size_t>(T * w->rows), i++), ActType::F32, T, w->rows, w->rows});
   return out;
 }
 
@@ -128,7 +129,7 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
   const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kCublas);
   // Targets whose weights follow each other on the device and whose outputs sit side by side in one
   // row run as one product: one pass over x instead of several, and no small-N products (b and a).
-  const Target* run = nullptr;  // the first target of the product being gathered
+  const Target* run = nullptr;   // the first target of the product being gathered
   const Weight* last = nullptr;  // its last weight
   int64_t rows = 0;
   auto flush = [&] {
@@ -311,8 +312,7 @@ Act CudaOps::moe(const MoeWeights&, const Act&) {
 Act CudaOps::norm_logit_rows(const Act& x, const ParamVector& w) {
   const int64_t R = static_cast<int64_t>(c_.layout.logit_rows.size()), H = x.cols;
   bf16* xf = c_.scratch.part<bf16>(Part::FinalNorm, static_cast<std::size_t>(R * H));
-  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), xf, H, R, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream,
-                      c_.rows.logit_rows);
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), xf, H, R, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream, c_.rows.logit_rows);
   return {xf, ActType::BF16, R, H, H};
 }
 

@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "backend/cuda/gemm/cublas_gemm.h"
 #include "backend/cuda/deltanet/deltanet_prefill.h"
 #include "backend/cuda/diagnostics/stream_profiler.h"
+#include "backend/cuda/gemm/cublas_gemm.h"
 #include "model/config.h"
 #include "model/cuda/cuda_cache_state.h"
 #include "model/cuda/scratch_arena.h"
@@ -22,9 +22,7 @@ namespace qwenrt {
 // Row stride (floats) of a DeltaNet layer's input projections on the GPU: q|k|v, z, b and a side by
 // side in one row, so that prompt rows take them as one product; a multiple of 4 for the kernels'
 // float4 loads.
-inline int64_t deltanet_in_proj_stride(const ModelConfig& c) {
-  return (c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads + 3) / 4 * 4;
-}
+inline int64_t deltanet_in_proj_stride(const ModelConfig& c) { return (c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads + 3) / 4 * 4; }
 
 // What the ops of one step share with the executor that runs it.
 struct CudaStepContext {

@@ -1,8 +1,8 @@
 #include "model/cuda/cuda_weights.h"
 
-#include <cuda_bf16.h>
-
 #include <unistd.h>
+
+#include <cuda_bf16.h>
 
 #include <cstdio>
 #include <map>
@@ -84,8 +84,9 @@ class Uploader {
       done += n;
       copied_ += n;
       if (show_)
-        std::fprintf(stderr, "\r\033[Kuploading weights %5.1f%% (%.2f of %.2f GiB)", 100.0 * static_cast<double>(copied_) / static_cast<double>(total_),
-                     static_cast<double>(copied_) / (1u << 30), static_cast<double>(total_) / (1u << 30));
+        std::fprintf(stderr, "\r\033[Kuploading weights %5.1f%% (%.2f of %.2f GiB)",
+                     100.0 * static_cast<double>(copied_) / static_cast<double>(total_), static_cast<double>(copied_) / (1u << 30),
+                     static_cast<double>(total_) / (1u << 30));
     }
   }
 
@@ -135,8 +136,8 @@ cuda::DeviceBuffer upload_weights(ModelWeights& weights) {
   // Leave room for activations, the caches and cuBLAS's workspace.
   const std::size_t headroom = std::size_t{1} << 30;
   if (total + headroom > free_bytes)
-    fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ",
-         free_bytes >> 20, " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
+    fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ", free_bytes >> 20,
+         " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
   Uploader up(total);
   bind(weights, up, /*record=*/true);
   return up.take();

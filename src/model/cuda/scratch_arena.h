@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "backend/cuda/runtime/device_buffer.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "model/cuda/memory_epoch.h"
 #include "model/ops.h"
 

@@ -91,8 +91,8 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   // fixes, so a graph's baked addresses stay right as long as no region moves.
   MetadataPacker packer;
   const std::size_t at_tokens = packer.add(tokens), at_from = packer.add(from), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
-                    at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first),
-                    at_tables = packer.add(tables), at_logit_rows = packer.add(logit_rows);
+                    at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first), at_tables = packer.add(tables),
+                    at_logit_rows = packer.add(logit_rows);
   auto grow = [](cuda::PinnedBuffer& buf, std::size_t bytes) {
     const void* before = buf.get<std::byte>(0);
     if (buf.get<std::byte>(bytes) != before) bump_memory_epoch();

@@ -17,9 +17,9 @@ namespace qwenrt {
 
 struct StepIo {
   cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them
-  cudaEvent_t done = nullptr;                 // the step is done with them (its picks are there)
-  int64_t rows = 0;                           // picked rows
-  bool busy = false;                          // enqueued and not yet waited for
+  cudaEvent_t done = nullptr;                // the step is done with them (its picks are there)
+  int64_t rows = 0;                          // picked rows
+  bool busy = false;                         // enqueued and not yet waited for
 };
 
 // The device view of a step's rows, read by its kernels.
@@ -37,9 +37,9 @@ struct StepRows {
 // What a step's kernels and its graph key depend on beyond its row count.
 struct StepShape {
   int64_t block_size = 64;
-  int64_t max_len = 1;          // the longest sequence after the step (a power of two for graphs)
-  int max_blocks_per_seq = 1;   // the block tables' stride
-  bool graphable = false;       // a decode step replayed from a captured graph
+  int64_t max_len = 1;         // the longest sequence after the step (a power of two for graphs)
+  int max_blocks_per_seq = 1;  // the block tables' stride
+  bool graphable = false;      // a decode step replayed from a captured graph
 };
 
 // Fills `shape` and packs the step's metadata into `io` (every entry of `entries` grown alike: a

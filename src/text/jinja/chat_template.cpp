@@ -12,9 +12,8 @@ using json = nlohmann::ordered_json;
 
 // Parameters of apply_chat_template that are consumed by transformers rather than passed to the template.
 constexpr std::array<const char*, 14> kApplyParameters = {
-    "messages",   "conversation", "tools",          "documents",       "chat_template",
-    "add_generation_prompt", "continue_final_message", "tokenize", "padding", "truncation",
-    "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask"};
+    "messages", "conversation", "tools",      "documents",  "chat_template",  "add_generation_prompt", "continue_final_message",
+    "tokenize", "padding",      "truncation", "max_length", "return_tensors", "return_dict",           "return_assistant_tokens_mask"};
 
 bool is_apply_parameter(const std::string& key) {
   for (const char* p : kApplyParameters) {
@@ -119,9 +118,8 @@ json build_chat_context(const json& request, const SpecialTokens& tokens) {
   context["documents"] = list_of_objects_or_null(request, "documents", "documents with 'title' and 'text'");
   context["add_generation_prompt"] = request.value("add_generation_prompt", json(false));
   const std::pair<const char*, const std::optional<std::string>*> named[] = {
-      {"bos_token", &tokens.bos_token}, {"eos_token", &tokens.eos_token}, {"unk_token", &tokens.unk_token},
-      {"sep_token", &tokens.sep_token}, {"pad_token", &tokens.pad_token}, {"cls_token", &tokens.cls_token},
-      {"mask_token", &tokens.mask_token}};
+      {"bos_token", &tokens.bos_token}, {"eos_token", &tokens.eos_token}, {"unk_token", &tokens.unk_token},  {"sep_token", &tokens.sep_token},
+      {"pad_token", &tokens.pad_token}, {"cls_token", &tokens.cls_token}, {"mask_token", &tokens.mask_token}};
   for (const auto& [name, value] : named) {
     if (*value) context[name] = **value;
   }
@@ -168,8 +166,7 @@ std::string ChatTemplate::apply(const json& request, const SpecialTokens& tokens
   bool mentioned = false;
   for (const auto& f : fields) mentioned |= source_.find(f) != std::string::npos;
   if (!mentioned) {
-    throw ChatRequestError("continue_final_message is set to \"" + field +
-                           "\" but this is not an accepted field in the chat_template");
+    throw ChatRequestError("continue_final_message is set to \"" + field + "\" but this is not an accepted field in the chat_template");
   }
   std::string final_text;
   if (final_value.is_array()) {

@@ -3,11 +3,10 @@
 // template. The template language is handled by the Jinja interpreter in jinja_*.{h,cpp}.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "text/jinja/jinja_template.h"
 

@@ -28,8 +28,7 @@ ChatTemplateSet ChatTemplateSet::from_tokenizer_config(const nlohmann::ordered_j
     set.templates_["default"] = entry.get<std::string>();
   } else if (entry.is_array()) {
     for (const auto& item : entry) {
-      if (!item.is_object() || !item.contains("name") || !item.contains("template") || !item["name"].is_string() ||
-          !item["template"].is_string()) {
+      if (!item.is_object() || !item.contains("name") || !item.contains("template") || !item["name"].is_string() || !item["template"].is_string()) {
         throw std::runtime_error("tokenizer_config.json chat_template list entries need string 'name' and 'template'");
       }
       set.templates_[item["name"].get<std::string>()] = item["template"].get<std::string>();

@@ -14,8 +14,22 @@ namespace qwenrt::text::jinja {
 // --- expressions ---------------------------------------------------------------------------------
 
 enum class ExprKind {
-  Const, Name, List, Tuple, Dict, GetAttr, GetItem, Slice, Call, Filter, Test, Unary, Binary, Concat,
-  Compare, CondExpr,
+  Const,
+  Name,
+  List,
+  Tuple,
+  Dict,
+  GetAttr,
+  GetItem,
+  Slice,
+  Call,
+  Filter,
+  Test,
+  Unary,
+  Binary,
+  Concat,
+  Compare,
+  CondExpr,
 };
 
 struct Expr {
@@ -101,8 +115,7 @@ struct UnaryExpr : Expr {
 
 enum class BinaryOp { Add, Sub, Mul, Div, FloorDiv, Mod, Pow, And, Or };
 struct BinaryExpr : Expr {
-  BinaryExpr(BinaryOp o, ExprPtr a, ExprPtr b, int l)
-      : Expr(ExprKind::Binary, l), op(o), left(std::move(a)), right(std::move(b)) {}
+  BinaryExpr(BinaryOp o, ExprPtr a, ExprPtr b, int l) : Expr(ExprKind::Binary, l), op(o), left(std::move(a)), right(std::move(b)) {}
   BinaryOp op;
   ExprPtr left, right;
 };

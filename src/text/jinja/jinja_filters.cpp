@@ -26,9 +26,7 @@ using FilterFn = std::function<Value(Interpreter&, const Value&, CallArgs&)>;
 Value soft_str(const Value& v) { return v.is_string() ? v : Value::string(to_str(v)); }
 
 // Keeps the Markup flag of `like` on a derived string (markupsafe methods return Markup).
-Value same_flavour(const Value& like, std::string s) {
-  return like.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
-}
+Value same_flavour(const Value& like, std::string s) { return like.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s)); }
 
 std::int64_t int_arg(const Value& v, const char* what) {
   if (v.is_int() || v.is_bool()) return v.to_int();
@@ -63,9 +61,8 @@ std::vector<Value> sorted_copy(std::vector<Value> items, bool reverse, const std
   std::vector<std::pair<Value, Value>> keyed;
   keyed.reserve(items.size());
   for (Value& v : items) keyed.emplace_back(key(v), std::move(v));
-  std::stable_sort(keyed.begin(), keyed.end(), [reverse](const auto& a, const auto& b) {
-    return reverse ? order(b.first, a.first) < 0 : order(a.first, b.first) < 0;
-  });
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [reverse](const auto& a, const auto& b) { return reverse ? order(b.first, a.first) < 0 : order(a.first, b.first) < 0; });
   std::vector<Value> out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return out;
@@ -199,8 +196,7 @@ Value filter_reverse(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Value filter_sort(Interpreter& in, const Value& v, CallArgs& args) {
-  ArgBinder a("sort", args, {"reverse", "case_sensitive", "attribute"},
-              {Value::boolean(false), Value::boolean(false), Value::none()});
+  ArgBinder a("sort", args, {"reverse", "case_sensitive", "attribute"}, {Value::boolean(false), Value::boolean(false), Value::none()});
   return Value::list(sorted_copy(iterate(v), truthy(a[0]), sort_key(in, a[2], truthy(a[1]))));
 }
 
@@ -236,8 +232,7 @@ Value min_max(Interpreter& in, const Value& v, CallArgs& args, bool want_max, co
 }
 
 Value filter_dictsort(Interpreter&, const Value& v, CallArgs& args) {
-  ArgBinder a("dictsort", args, {"case_sensitive", "by", "reverse"},
-              {Value::boolean(false), Value::string("key"), Value::boolean(false)});
+  ArgBinder a("dictsort", args, {"case_sensitive", "by", "reverse"}, {Value::boolean(false), Value::string("key"), Value::boolean(false)});
   if (!v.is_dict()) throw_type_error("dictsort expects a mapping");
   const std::string by = to_str(a[1]);
   if (by != "key" && by != "value") throw_type_error("You can only sort by either \"key\" or \"value\"");
@@ -245,9 +240,8 @@ Value filter_dictsort(Interpreter&, const Value& v, CallArgs& args) {
   std::vector<Value> pairs;
   for (const auto& [k, val] : v.as_dict().entries()) pairs.push_back(Value::tuple({k, val}));
   const std::size_t pos = by == "key" ? 0 : 1;
-  return Value::list(sorted_copy(std::move(pairs), truthy(a[2]), [pos, case_sensitive](const Value& p) {
-    return fold_case(p.items()[pos], case_sensitive);
-  }));
+  return Value::list(
+      sorted_copy(std::move(pairs), truthy(a[2]), [pos, case_sensitive](const Value& p) { return fold_case(p.items()[pos], case_sensitive); }));
 }
 
 Value filter_sum(Interpreter& in, const Value& v, CallArgs& args) {
@@ -392,8 +386,8 @@ Value filter_abs(Interpreter&, const Value& v, CallArgs& args) {
 
 Value filter_indent(Interpreter&, const Value& v, CallArgs& args) {
   ArgBinder a("indent", args, {"width", "first", "blank"}, {Value::integer(4), Value::boolean(false), Value::boolean(false)});
-  const std::string indentation = a[0].is_string() ? a[0].as_string()
-                                                    : std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(a[0], "width"))), ' ');
+  const std::string indentation =
+      a[0].is_string() ? a[0].as_string() : std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(a[0], "width"))), ' ');
   std::string s = to_str(v) + "\n";  // jinja2 appends a newline so splitlines() keeps a trailing empty line
   std::vector<std::string> lines = split_lines(s);
   std::string out;
@@ -596,9 +590,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     t["rejectattr"] = [](Interpreter& in, const Value& v, CallArgs& a) { return select_or_reject(in, v, a, true, false); };
     t["upper"] = [](Interpreter& in, const Value& v, CallArgs& a) { return filter_string_method(in, v, a, "upper"); };
     t["lower"] = [](Interpreter& in, const Value& v, CallArgs& a) { return filter_string_method(in, v, a, "lower"); };
-    t["capitalize"] = [](Interpreter& in, const Value& v, CallArgs& a) {
-      return filter_string_method(in, v, a, "capitalize");
-    };
+    t["capitalize"] = [](Interpreter& in, const Value& v, CallArgs& a) { return filter_string_method(in, v, a, "capitalize"); };
     t["string"] = [](Interpreter&, const Value& v, CallArgs& a) {
       ArgBinder b("string", a, {});
       return soft_str(v);
@@ -638,17 +630,14 @@ const std::unordered_map<std::string, FilterFn>& filters() {
 
 // Filters jinja2 has that this interpreter does not implement (none is used by the Qwen templates).
 const std::unordered_set<std::string>& unimplemented_filters() {
-  static const std::unordered_set<std::string> names = {"filesizeformat", "format",  "groupby", "pprint",
-                                                        "random",         "slice",   "striptags", "urlencode",
-                                                        "urlize",         "wordwrap", "xmlattr"};
+  static const std::unordered_set<std::string> names = {"filesizeformat", "format",    "groupby", "pprint",   "random", "slice",
+                                                        "striptags",      "urlencode", "urlize",  "wordwrap", "xmlattr"};
   return names;
 }
 
 }  // namespace
 
-bool is_jinja_filter_name(const std::string& name) {
-  return filters().count(name) != 0 || unimplemented_filters().count(name) != 0;
-}
+bool is_jinja_filter_name(const std::string& name) { return filters().count(name) != 0 || unimplemented_filters().count(name) != 0; }
 
 Value apply_filter(Interpreter& interpreter, const std::string& name, const Value& input, CallArgs& args) {
   auto it = filters().find(name);

@@ -35,8 +35,7 @@ Value range_fn(Interpreter&, CallArgs& args) {
   for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     if (static_cast<std::int64_t>(out.size()) >= kMaxRange) {
       // Python raises OverflowError here; it is reported as a TypeError-like argument error.
-      throw TemplateError(ErrorKind::Type,
-                          "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      throw TemplateError(ErrorKind::Type, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     }
     out.push_back(Value::integer(i));
   }
@@ -93,9 +92,8 @@ Value strftime_now_fn(Interpreter&, CallArgs& args) {
 }
 
 Value unsupported_fn(const std::string& name) {
-  return make_function("<function " + name + ">", [name](Interpreter&, CallArgs&) -> Value {
-    throw_unsupported("the '" + name + "' global is not supported");
-  });
+  return make_function("<function " + name + ">",
+                       [name](Interpreter&, CallArgs&) -> Value { throw_unsupported("the '" + name + "' global is not supported"); });
 }
 
 }  // namespace

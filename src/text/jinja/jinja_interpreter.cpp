@@ -52,8 +52,7 @@ class Macro : public Object {
       }
     }
     if (!extra_positional.empty() && !stmt_.uses_varargs) {
-      throw_type_error("macro '" + stmt_.name + "' takes not more than " + std::to_string(params.size()) +
-                       " argument(s)");
+      throw_type_error("macro '" + stmt_.name + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
     }
     auto extra_keywords = std::make_shared<Dict>();
     for (const auto& [key, value] : args.keywords) {
@@ -93,8 +92,7 @@ class Macro : public Object {
 // The `loop` variable of a for loop.
 class LoopObject : public Object {
  public:
-  LoopObject(std::shared_ptr<const std::vector<Value>> items, int depth0, const ForStmt* recursive_stmt,
-             ScopePtr scope)
+  LoopObject(std::shared_ptr<const std::vector<Value>> items, int depth0, const ForStmt* recursive_stmt, ScopePtr scope)
       : items_(std::move(items)), depth0_(depth0), recursive_stmt_(recursive_stmt), scope_(std::move(scope)) {}
 
   void advance(std::size_t index0) { index0_ = index0; }
@@ -104,9 +102,7 @@ class LoopObject : public Object {
     scope_.reset();
     last_changed_ = Value();
   }
-  std::string repr() const override {
-    return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_->size()) + ">";
-  }
+  std::string repr() const override { return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_->size()) + ">"; }
   bool is_callable() const override { return true; }
 
   std::optional<Value> attribute(const std::string& name) const override {
@@ -171,8 +167,7 @@ class LoopObject : public Object {
 
 // Python's slice.indices() followed by element selection.
 template <typename T>
-std::vector<T> slice_items(const std::vector<T>& items, std::optional<std::int64_t> start,
-                           std::optional<std::int64_t> stop, std::int64_t step) {
+std::vector<T> slice_items(const std::vector<T>& items, std::optional<std::int64_t> start, std::optional<std::int64_t> stop, std::int64_t step) {
   const auto n = static_cast<std::int64_t>(items.size());
   auto clamp = [&](std::optional<std::int64_t> v, std::int64_t dflt, bool is_start) {
     if (!v) return dflt;
@@ -313,8 +308,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope, std
   return Flow::Normal;
 }
 
-void Interpreter::render_loop(const ForStmt& stmt, std::vector<Value> items, const ScopePtr& scope, int depth0,
-                              std::string& out) {
+void Interpreter::render_loop(const ForStmt& stmt, std::vector<Value> items, const ScopePtr& scope, int depth0, std::string& out) {
   if (stmt.filter) {
     std::vector<Value> kept;
     for (Value& item : items) {
@@ -363,8 +357,7 @@ void Interpreter::assign(const AssignTarget& target, const Value& value, const S
         throw_type_error("too many values to unpack (expected " + std::to_string(want) + ")");
       }
       if (items.size() < want) {
-        throw_type_error("not enough values to unpack (expected " + std::to_string(want) + ", got " +
-                         std::to_string(items.size()) + ")");
+        throw_type_error("not enough values to unpack (expected " + std::to_string(want) + ", got " + std::to_string(items.size()) + ")");
       }
       for (std::size_t i = 0; i < want; ++i) assign(target.items[i], items[i], scope);
       return;
@@ -532,8 +525,7 @@ Value Interpreter::eval_inner(const Expr& expr, const ScopePtr& scope) {
       const auto& e = static_cast<const CondExpr&>(expr);
       if (truthy(eval(*e.test, scope))) return eval(*e.then_expr, scope);
       if (e.else_expr) return eval(*e.else_expr, scope);
-      return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
-                              " evaluated to false and no else section was defined.");
+      return Value::undefined("the inline if-expression on line " + std::to_string(e.line) + " evaluated to false and no else section was defined.");
     }
   }
   throw_runtime_error("unknown expression");

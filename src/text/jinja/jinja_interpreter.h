@@ -48,8 +48,7 @@ class Interpreter {
   // Used by macros and recursive loops, which run template code on behalf of a call.
   enum class Flow { Normal, Break, Continue };
   Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);
-  void render_loop(const ForStmt& stmt, std::vector<Value> items, const ScopePtr& scope, int depth0,
-                   std::string& out);
+  void render_loop(const ForStmt& stmt, std::vector<Value> items, const ScopePtr& scope, int depth0, std::string& out);
 
   // Guards against runaway recursion (a macro calling itself); Python would raise RecursionError.
   class DepthGuard {

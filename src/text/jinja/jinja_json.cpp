@@ -34,8 +34,7 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
     } else if (ensure_ascii && c > 0x7E) {
       if (c >= 0x10000) {
         const char32_t v = c - 0x10000;
-        std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 | (v >> 10)),
-                      static_cast<unsigned>(0xDC00 | (v & 0x3FF)));
+        std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 | (v >> 10)), static_cast<unsigned>(0xDC00 | (v & 0x3FF)));
       } else {
         std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
       }
@@ -102,8 +101,7 @@ class Encoder {
       case Value::Kind::None: return "null";
       case Value::Kind::Int: return std::to_string(k.as_int());
       case Value::Kind::Float: return float_json(k.as_float());
-      default:
-        throw_type_error("keys must be str, int, float, bool or None, not " + type_name(k));
+      default: throw_type_error("keys must be str, int, float, bool or None, not " + type_name(k));
     }
   }
 
@@ -115,8 +113,7 @@ class Encoder {
     std::vector<const std::pair<Value, Value>*> entries;
     for (const auto& e : dict.entries()) entries.push_back(&e);
     if (options_.sort_keys) {
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto* a, const auto* b) { return order(a->first, b->first) < 0; });
+      std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return order(a->first, b->first) < 0; });
     }
     out.push_back('{');
     bool first = true;

@@ -12,7 +12,7 @@ namespace qwenrt::text::jinja {
 
 struct JsonDumpOptions {
   bool ensure_ascii = false;
-  std::optional<std::string> indent;  // nullopt: single line; otherwise the per-level indent string
+  std::optional<std::string> indent;          // nullopt: single line; otherwise the per-level indent string
   std::optional<std::string> item_separator;  // default ", " (or "," when indenting)
   std::optional<std::string> key_separator;   // default ": "
   bool sort_keys = false;

@@ -75,8 +75,7 @@ bool all_whitespace(std::string_view s) {
 }
 
 // The lstrip_blocks / "-" handling jinja applies to the text in front of a tag (OptionalLStrip).
-std::string_view strip_text_before_tag(std::string_view text, char sign, bool is_variable, bool line_starting,
-                                       const LexerOptions& options) {
+std::string_view strip_text_before_tag(std::string_view text, char sign, bool is_variable, bool line_starting, const LexerOptions& options) {
   if (sign == '-') return rstrip_whitespace(text);
   if (sign != '+' && options.lstrip_blocks && !is_variable) {
     const std::size_t nl = text.rfind('\n');

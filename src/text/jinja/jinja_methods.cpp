@@ -15,9 +15,7 @@ namespace {
 
 using Method = std::function<Value(const Value& self, CallArgs& args)>;
 
-Value str_result(const Value& self, std::string s) {
-  return self.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
-}
+Value str_result(const Value& self, std::string s) { return self.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s)); }
 
 const std::string& require_str(const Value& v, const char* what) {
   if (v.is_string()) return v.as_string();
@@ -55,9 +53,7 @@ Value strip_impl(const Value& self, CallArgs& args, bool left, bool right, const
   bool whitespace;
   const std::u32string set = strip_set(a[0], whitespace);
   const std::u32string s = unicode::decode(self.as_string());
-  auto strip_it = [&](char32_t c) {
-    return whitespace ? unicode::is_space(c) : set.find(c) != std::u32string::npos;
-  };
+  auto strip_it = [&](char32_t c) { return whitespace ? unicode::is_space(c) : set.find(c) != std::u32string::npos; };
   std::size_t b = 0;
   std::size_t e = s.size();
   if (left) {
@@ -164,8 +160,7 @@ Value affix_impl(const Value& self, CallArgs& args, bool at_end) {
     const std::u32string affix = unicode::decode(require_str(c, name));
     if (a[1].is_int() && static_cast<std::size_t>(std::max<std::int64_t>(0, a[1].as_int())) > s.size()) continue;
     if (affix.size() > window.size()) continue;
-    if (at_end ? window.compare(window.size() - affix.size(), affix.size(), affix) == 0
-               : window.compare(0, affix.size(), affix) == 0) {
+    if (at_end ? window.compare(window.size() - affix.size(), affix.size(), affix) == 0 : window.compare(0, affix.size(), affix) == 0) {
       return Value::boolean(true);
     }
   }
@@ -325,9 +320,7 @@ const std::unordered_map<std::string, Method>& str_methods() {
     predicate("isdigit", [](const std::string& s) { return all_chars(s, unicode::is_decimal_digit); });
     predicate("isdecimal", [](const std::string& s) { return all_chars(s, unicode::is_decimal_digit); });
     predicate("isnumeric", [](const std::string& s) { return all_chars(s, unicode::is_decimal_digit); });
-    predicate("isalnum", [](const std::string& s) {
-      return all_chars(s, [](char32_t c) { return c != U'_' && unicode::is_word_char(c); });
-    });
+    predicate("isalnum", [](const std::string& s) { return all_chars(s, [](char32_t c) { return c != U'_' && unicode::is_word_char(c); }); });
     predicate("isalpha", [](const std::string& s) {
       return all_chars(s, [](char32_t c) { return c != U'_' && !unicode::is_decimal_digit(c) && unicode::is_word_char(c); });
     });
@@ -381,8 +374,8 @@ const std::unordered_map<std::string, Method>& str_methods() {
 // Python str attributes this interpreter does not implement: calling them is a clear error rather than
 // a confusing "undefined" one.
 const std::unordered_set<std::string>& unimplemented_str_methods() {
-  static const std::unordered_set<std::string> names = {"format", "format_map", "encode", "expandtabs", "translate",
-                                                        "maketrans", "isidentifier", "isprintable", "istitle", "isascii"};
+  static const std::unordered_set<std::string> names = {"format",    "format_map",   "encode",      "expandtabs", "translate",
+                                                        "maketrans", "isidentifier", "isprintable", "istitle",    "isascii"};
   return names;
 }
 
@@ -445,8 +438,7 @@ const std::unordered_map<std::string, Method>& list_methods() {
 // jinja2.sandbox's _mutable_spec: these exist in Python but the immutable sandbox refuses them.
 bool is_mutating(const Value& receiver, const std::string& name) {
   static const std::unordered_set<std::string> dict_mut = {"clear", "pop", "popitem", "setdefault", "update"};
-  static const std::unordered_set<std::string> list_mut = {"append", "clear", "pop", "reverse", "insert", "sort",
-                                                           "extend", "remove"};
+  static const std::unordered_set<std::string> list_mut = {"append", "clear", "pop", "reverse", "insert", "sort", "extend", "remove"};
   if (receiver.is_dict()) return dict_mut.count(name) != 0;
   if (receiver.is_list() && !receiver.is_tuple()) return list_mut.count(name) != 0;
   return false;
@@ -479,14 +471,12 @@ std::optional<Value> lookup_method(const Value& receiver, const std::string& nam
     return std::nullopt;
   }
   if (is_mutating(receiver, name)) {
-    return Value::undefined("access to attribute '" + name + "' of '" + type_name(receiver) + "' object is unsafe.",
-                            ErrorKind::Security);
+    return Value::undefined("access to attribute '" + name + "' of '" + type_name(receiver) + "' object is unsafe.", ErrorKind::Security);
   }
   if (receiver.is_string() && unimplemented_str_methods().count(name)) {
     const std::string method = name;
-    return make_function("<built-in method " + name + " of str object>", [method](Interpreter&, CallArgs&) -> Value {
-      throw_unsupported("str." + method + "() is not supported");
-    });
+    return make_function("<built-in method " + name + " of str object>",
+                         [method](Interpreter&, CallArgs&) -> Value { throw_unsupported("str." + method + "() is not supported"); });
   }
   const Method* method = find_method(receiver, name);
   if (!method) return std::nullopt;

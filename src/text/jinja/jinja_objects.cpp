@@ -21,9 +21,8 @@ std::optional<Value> Namespace::attribute(const std::string& name) const {
 
 void Namespace::set(const std::string& name, Value value) {
   if (!name.empty() && name[0] == '_') {
-    throw TemplateError(ErrorKind::Security,
-                        "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" + name +
-                            "'. Please rename the attribute.");
+    throw TemplateError(ErrorKind::Security, "Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" + name +
+                                                 "'. Please rename the attribute.");
   }
   for (auto& [k, v] : attrs_) {
     if (k == name) {
@@ -38,12 +37,11 @@ Value make_function(std::string display, NativeFunction fn) {
   return Value::object(std::make_shared<BuiltinFunction>(std::move(display), std::move(fn)));
 }
 
-ArgBinder::ArgBinder(std::string function, const CallArgs& args, std::vector<std::string> names,
-                     std::vector<Value> defaults)
+ArgBinder::ArgBinder(std::string function, const CallArgs& args, std::vector<std::string> names, std::vector<Value> defaults)
     : values_(names.size()), given_(names.size(), false) {
   if (args.positional.size() > names.size()) {
-    throw_type_error(function + "() takes at most " + std::to_string(names.size()) + " argument(s) (" +
-                     std::to_string(args.positional.size()) + " given)");
+    throw_type_error(function + "() takes at most " + std::to_string(names.size()) + " argument(s) (" + std::to_string(args.positional.size()) +
+                     " given)");
   }
   for (std::size_t i = 0; i < args.positional.size(); ++i) {
     values_[i] = args.positional[i];

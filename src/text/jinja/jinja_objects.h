@@ -48,8 +48,7 @@ Value make_function(std::string display, NativeFunction fn);
 // `function` names the callee in messages.
 class ArgBinder {
  public:
-  ArgBinder(std::string function, const CallArgs& args, std::vector<std::string> names,
-            std::vector<Value> defaults = {});
+  ArgBinder(std::string function, const CallArgs& args, std::vector<std::string> names, std::vector<Value> defaults = {});
   const Value& operator[](std::size_t i) const { return values_[i]; }
   bool given(std::size_t i) const { return given_[i]; }
 

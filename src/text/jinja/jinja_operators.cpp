@@ -7,9 +7,7 @@
 namespace qwenrt::text::jinja {
 namespace {
 
-[[noreturn]] void overflow() {
-  throw_unsupported("integer overflow: Python integers are unbounded but this interpreter uses 64 bits");
-}
+[[noreturn]] void overflow() { throw_unsupported("integer overflow: Python integers are unbounded but this interpreter uses 64 bits"); }
 
 const char* op_symbol(BinaryOp op) {
   switch (op) {
@@ -25,8 +23,7 @@ const char* op_symbol(BinaryOp op) {
 }
 
 [[noreturn]] void unsupported_operands(BinaryOp op, const Value& a, const Value& b) {
-  throw_type_error(std::string("unsupported operand type(s) for ") + op_symbol(op) + ": '" + type_name(a) + "' and '" +
-                   type_name(b) + "'");
+  throw_type_error(std::string("unsupported operand type(s) for ") + op_symbol(op) + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
 bool is_intlike(const Value& v) { return v.is_int() || v.is_bool(); }

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <set>
 
+#include "text/jinja/jinja_error.h"
 #include "text/jinja/jinja_filters.h"
 #include "text/jinja/jinja_tests.h"
-#include "text/jinja/jinja_error.h"
 
 namespace qwenrt::text::jinja {
 namespace {
@@ -104,8 +104,7 @@ class Parser {
         looking += "'" + n + "'";
       }
       if (expected_somewhere) {
-        message += " You probably made a nesting mistake. Jinja is expecting this tag, but currently looking for " +
-                   looking + ".";
+        message += " You probably made a nesting mistake. Jinja is expecting this tag, but currently looking for " + looking + ".";
       } else {
         message += " Jinja was looking for the following tags: " + looking + ".";
       }
@@ -131,8 +130,7 @@ class Parser {
         expect(TokenType::VariableEnd);
       } else if (t.type == TokenType::BlockBegin) {
         next();
-        if (pushed && current().type == TokenType::Name &&
-            std::find(end_tokens.begin(), end_tokens.end(), current().text) != end_tokens.end()) {
+        if (pushed && current().type == TokenType::Name && std::find(end_tokens.begin(), end_tokens.end(), current().text) != end_tokens.end()) {
           end_tokens_.pop_back();
           return body;
         }
@@ -164,11 +162,9 @@ class Parser {
     if (t.type != TokenType::Name) fail("tag name expected", t.line);
     const std::string name = t.text;
     const int line = t.line;
-    static const std::set<std::string> kUnsupported = {"block", "extends", "include", "import", "from", "call",
-                                                        "autoescape"};
+    static const std::set<std::string> kUnsupported = {"block", "extends", "include", "import", "from", "call", "autoescape"};
     if (kUnsupported.count(name)) {
-      throw TemplateError(ErrorKind::Unsupported,
-                          "the '" + name + "' tag is not supported by qwenrt's chat-template interpreter", line);
+      throw TemplateError(ErrorKind::Unsupported, "the '" + name + "' tag is not supported by qwenrt's chat-template interpreter", line);
     }
     tag_stack_.push_back(name);
     StmtPtr result;
@@ -276,8 +272,7 @@ class Parser {
       stmt->uses_caller |= loaded_names_[i] == "caller";
     }
     if (stmt->uses_caller) {
-      throw TemplateError(ErrorKind::Unsupported, "macros using 'caller' ({% call %} blocks) are not supported",
-                          stmt->line);
+      throw TemplateError(ErrorKind::Unsupported, "macros using 'caller' ({% call %} blocks) are not supported", stmt->line);
     }
     return stmt;
   }
@@ -323,8 +318,7 @@ class Parser {
     }
     const Token& t = current();
     if (t.type != TokenType::Name) fail("can't assign to " + describe(t), t.line);
-    if (t.text == "true" || t.text == "false" || t.text == "True" || t.text == "False" || t.text == "none" ||
-        t.text == "None") {
+    if (t.text == "true" || t.text == "false" || t.text == "True" || t.text == "False" || t.text == "none" || t.text == "None") {
       fail("can't assign to 'const'", t.line);
     }
     next();
@@ -339,8 +333,7 @@ class Parser {
     return target;
   }
 
-  AssignTarget parse_assign_target(bool with_tuple, bool with_namespace, const std::vector<std::string>& extra_end,
-                                   bool explicit_parens = false) {
+  AssignTarget parse_assign_target(bool with_tuple, bool with_namespace, const std::vector<std::string>& extra_end, bool explicit_parens = false) {
     if (!with_tuple) return parse_target_primary(with_namespace);
     AssignTarget tuple;
     tuple.kind = AssignTarget::Kind::Tuple;
@@ -376,8 +369,7 @@ class Parser {
     return t.type == TokenType::Eof;
   }
 
-  ExprPtr parse_tuple(bool simplified, bool with_condexpr, const std::vector<std::string>& extra_end,
-                      bool explicit_parentheses) {
+  ExprPtr parse_tuple(bool simplified, bool with_condexpr, const std::vector<std::string>& extra_end, bool explicit_parentheses) {
     const int line = current().line;
     std::vector<ExprPtr> items;
     bool is_tuple = false;
@@ -457,11 +449,10 @@ class Parser {
     };
     while (true) {
       const Token& t = current();
-      if (t.type == TokenType::Operator &&
-          (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" || t.text == ">" || t.text == ">=")) {
+      if (t.type == TokenType::Operator && (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" || t.text == ">" || t.text == ">=")) {
         const std::string op = t.text;
         next();
-        add(op == "==" ? CompareOp::Eq
+        add(op == "=="   ? CompareOp::Eq
             : op == "!=" ? CompareOp::Ne
             : op == "<"  ? CompareOp::Lt
             : op == "<=" ? CompareOp::Le
@@ -632,8 +623,7 @@ class Parser {
       const Token& attr = next();
       if (attr.type == TokenType::Name) return std::make_unique<GetAttrExpr>(std::move(node), attr.text, line);
       if (attr.type != TokenType::Integer) fail("expected name or number", attr.line);
-      return std::make_unique<GetItemExpr>(std::move(node),
-                                           std::make_unique<ConstExpr>(Value::integer(attr.int_value), attr.line), line);
+      return std::make_unique<GetItemExpr>(std::move(node), std::make_unique<ConstExpr>(Value::integer(attr.int_value), attr.line), line);
     }
     std::vector<ExprPtr> args;
     while (!is_op("]")) {
@@ -737,8 +727,8 @@ class Parser {
     const Token& t = current();
     if (is_op("(")) {
       test->args = parse_call_args();
-    } else if ((t.type == TokenType::Name || t.type == TokenType::String || t.type == TokenType::Integer ||
-                t.type == TokenType::Float || (t.type == TokenType::Operator && (t.text == "[" || t.text == "{"))) &&
+    } else if ((t.type == TokenType::Name || t.type == TokenType::String || t.type == TokenType::Integer || t.type == TokenType::Float ||
+                (t.type == TokenType::Operator && (t.text == "[" || t.text == "{"))) &&
                !(t.type == TokenType::Name && (t.text == "else" || t.text == "or" || t.text == "and"))) {
       if (is_name("is")) fail("You cannot chain multiple tests with is", t.line);
       ExprPtr arg = parse_postfix(parse_primary());
@@ -758,8 +748,6 @@ class Parser {
 
 }  // namespace
 
-TemplateAst parse_template(std::string_view source, const LexerOptions& options) {
-  return Parser(tokenize(source, options)).parse();
-}
+TemplateAst parse_template(std::string_view source, const LexerOptions& options) { return Parser(tokenize(source, options)).parse(); }
 
 }  // namespace qwenrt::text::jinja

@@ -7,9 +7,7 @@
 
 namespace qwenrt::text::jinja {
 
-Template Template::parse(std::string_view source) {
-  return Template(std::make_shared<const TemplateAst>(parse_template(source)));
-}
+Template Template::parse(std::string_view source) { return Template(std::make_shared<const TemplateAst>(parse_template(source))); }
 
 std::string Template::render(const nlohmann::ordered_json& context) const {
   if (!context.is_object()) throw_type_error("the template context must be a JSON object");

@@ -79,9 +79,7 @@ const std::unordered_map<std::string, TestFn>& tests() {
     // Python: anything with __len__ and __getitem__ (so strings and dicts too, and jinja2.Undefined).
     simple("sequence", [](const Value& v) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); });
     simple("iterable", is_iterable);
-    simple("callable", [](const Value& v) {
-      return v.is_undefined() || (v.is_object() && v.as_object()->is_callable());
-    });
+    simple("callable", [](const Value& v) { return v.is_undefined() || (v.is_object() && v.as_object()->is_callable()); });
     simple("escaped", [](const Value& v) { return v.is_markup(); });
     simple("lower", [](const Value& v) { return unicode::is_lower(to_str(v)); });
     simple("upper", [](const Value& v) { return unicode::is_upper(to_str(v)); });

@@ -13,8 +13,8 @@ namespace tables = unicode_tables;
 
 bool in_ranges(const tables::CodePointRange* ranges, std::size_t size, char32_t c) {
   const auto* end = ranges + size;
-  const auto* it = std::upper_bound(ranges, end, static_cast<std::uint32_t>(c),
-                                    [](std::uint32_t v, const tables::CodePointRange& r) { return v < r.first; });
+  const auto* it =
+      std::upper_bound(ranges, end, static_cast<std::uint32_t>(c), [](std::uint32_t v, const tables::CodePointRange& r) { return v < r.first; });
   if (it == ranges) return false;
   --it;
   return c >= it->first && c <= it->last;
@@ -23,8 +23,8 @@ bool in_ranges(const tables::CodePointRange* ranges, std::size_t size, char32_t 
 // Appends the case mapping of `c` (itself when the table has no entry).
 void append_mapped(std::string& out, const tables::CaseMapping* table, std::size_t size, char32_t c) {
   const auto* end = table + size;
-  const auto* it = std::lower_bound(table, end, static_cast<std::uint32_t>(c),
-                                    [](const tables::CaseMapping& m, std::uint32_t v) { return m.code_point < v; });
+  const auto* it =
+      std::lower_bound(table, end, static_cast<std::uint32_t>(c), [](const tables::CaseMapping& m, std::uint32_t v) { return m.code_point < v; });
   if (it != end && it->code_point == c) {
     out += it->utf8;
   } else {
@@ -34,8 +34,8 @@ void append_mapped(std::string& out, const tables::CaseMapping* table, std::size
 
 bool has_mapping(const tables::CaseMapping* table, std::size_t size, char32_t c) {
   const auto* end = table + size;
-  const auto* it = std::lower_bound(table, end, static_cast<std::uint32_t>(c),
-                                    [](const tables::CaseMapping& m, std::uint32_t v) { return m.code_point < v; });
+  const auto* it =
+      std::lower_bound(table, end, static_cast<std::uint32_t>(c), [](const tables::CaseMapping& m, std::uint32_t v) { return m.code_point < v; });
   return it != end && it->code_point == c;
 }
 
@@ -91,22 +91,41 @@ std::size_t code_point_count(std::string_view text) { return utf8::count_lossy(t
 
 bool is_space(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x1F:
-    case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return c >= 0x2000 && c <= 0x200A;
   }
 }
 
 bool is_line_break(char32_t c) {
   switch (c) {
-    case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x85: case 0x2028:
-    case 0x2029:
-      return true;
-    default:
-      return false;
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x85:
+    case 0x2028:
+    case 0x2029: return true;
+    default: return false;
   }
 }
 
@@ -120,8 +139,8 @@ bool is_word_char(char32_t c) {
   // Non-ASCII: treat cased letters and anything that is printable and not whitespace/punctuation-like as
   // part of a word. Python's \w is "alphanumeric"; CJK ideographs are uncased but alphanumeric.
   if (is_cased(c)) return true;
-  return is_printable(c) && !is_space(c) && !(c >= 0x2000 && c <= 0x206F) && !(c >= 0x3000 && c <= 0x303F) &&
-         !(c >= 0xFF00 && c <= 0xFF0F) && !(c >= 0xA0 && c <= 0xBF);
+  return is_printable(c) && !is_space(c) && !(c >= 0x2000 && c <= 0x206F) && !(c >= 0x3000 && c <= 0x303F) && !(c >= 0xFF00 && c <= 0xFF0F) &&
+         !(c >= 0xA0 && c <= 0xBF);
 }
 
 std::string upper(std::string_view utf8) {

@@ -28,7 +28,7 @@ std::string lower(std::string_view utf8);       // str.lower() including the fin
 std::string title(std::string_view utf8);       // str.title()
 std::string capitalize(std::string_view utf8);  // str.capitalize()
 std::string swapcase(std::string_view utf8);    // str.swapcase()
-bool is_lower(std::string_view utf8);            // str.islower()
-bool is_upper(std::string_view utf8);            // str.isupper()
+bool is_lower(std::string_view utf8);           // str.islower()
+bool is_upper(std::string_view utf8);           // str.isupper()
 
 }  // namespace qwenrt::text::jinja::unicode

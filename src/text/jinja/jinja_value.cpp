@@ -22,17 +22,13 @@ Value Value::none() { return Value(Kind::None, std::monostate{}); }
 Value Value::boolean(bool b) { return Value(Kind::Bool, b); }
 Value Value::integer(std::int64_t i) { return Value(Kind::Int, i); }
 Value Value::number(double d) { return Value(Kind::Float, d); }
-Value Value::string(std::string s) {
-  return Value(Kind::String, std::make_shared<const std::string>(std::move(s)));
-}
+Value Value::string(std::string s) { return Value(Kind::String, std::make_shared<const std::string>(std::move(s))); }
 Value Value::markup(std::string s) {
   Value v = string(std::move(s));
   v.markup_ = true;
   return v;
 }
-Value Value::list(std::vector<Value> items) {
-  return Value(Kind::List, std::make_shared<const std::vector<Value>>(std::move(items)));
-}
+Value Value::list(std::vector<Value> items) { return Value(Kind::List, std::make_shared<const std::vector<Value>>(std::move(items))); }
 Value Value::tuple(std::vector<Value> items) {
   Value v = list(std::move(items));
   v.tuple_ = true;
@@ -149,8 +145,7 @@ std::string repr(const Value& v) {
     case Value::Kind::Bool: return v.as_bool() ? "True" : "False";
     case Value::Kind::Int: return std::to_string(v.as_int());
     case Value::Kind::Float: return python_float_repr(v.as_float());
-    case Value::Kind::String:
-      return v.is_markup() ? "Markup(" + python_string_repr(v.as_string()) + ")" : python_string_repr(v.as_string());
+    case Value::Kind::String: return v.is_markup() ? "Markup(" + python_string_repr(v.as_string()) + ")" : python_string_repr(v.as_string());
     case Value::Kind::List: return sequence_repr(v);
     case Value::Kind::Dict: return dict_repr(v.as_dict());
     case Value::Kind::Object: return v.as_object()->repr();

@@ -104,9 +104,8 @@ class Value {
   [[noreturn]] void fail_undefined() const;
 
  private:
-  using Data = std::variant<std::shared_ptr<const UndefinedInfo>, std::monostate, bool, std::int64_t, double,
-                            std::shared_ptr<const std::string>, std::shared_ptr<const std::vector<Value>>,
-                            std::shared_ptr<const Dict>, std::shared_ptr<Object>>;
+  using Data = std::variant<std::shared_ptr<const UndefinedInfo>, std::monostate, bool, std::int64_t, double, std::shared_ptr<const std::string>,
+                            std::shared_ptr<const std::vector<Value>>, std::shared_ptr<const Dict>, std::shared_ptr<Object>>;
   Value(Kind kind, Data data) : kind_(kind), data_(std::move(data)) {}
 
   Kind kind_;
@@ -131,11 +130,11 @@ class Dict {
 
 // --- Python semantics -------------------------------------------------------------------------
 
-bool truthy(const Value& v);                 // bool(v)
-std::string to_str(const Value& v);          // str(v); undefined prints as ""
-std::string repr(const Value& v);            // repr(v)
+bool truthy(const Value& v);                  // bool(v)
+std::string to_str(const Value& v);           // str(v); undefined prints as ""
+std::string repr(const Value& v);             // repr(v)
 bool equals(const Value& a, const Value& b);  // a == b
-std::string type_name(const Value& v);       // type(v).__name__
+std::string type_name(const Value& v);        // type(v).__name__
 // jinja2's object_type_repr: "None", "dict object", ... (used in undefined messages).
 std::string object_type_repr(const Value& v);
 // Materialises iter(v): list/tuple items, dict keys, string characters; undefined is empty.

@@ -31,8 +31,7 @@ TextDelta ReasoningSplitter::push(std::string_view chunk) {
     const std::string& tag = in_reasoning_ ? kClose : kOpen;
     const std::size_t at = held_.find(tag);
     // An opening tag only counts before any answer text (Qwen 3 puts it first).
-    const bool opens_first = !seen_content_ && at != std::string::npos &&
-                             held_.find_first_not_of(" \t\r\n") == at;  // only whitespace before it
+    const bool opens_first = !seen_content_ && at != std::string::npos && held_.find_first_not_of(" \t\r\n") == at;  // only whitespace before it
     if (at != std::string::npos && (in_reasoning_ || opens_first)) {
       route(std::string_view(held_).substr(0, at), out);
       held_.erase(0, at + tag.size());

@@ -50,8 +50,8 @@ ordered_json convert(const std::string& raw, const std::optional<std::string>& t
   // integer, number, object, array: JSON when it parses as one, else the text as given.
   ordered_json j = ordered_json::parse(v, nullptr, false);
   if (j.is_discarded()) return raw;
-  if ((*type == "integer" && !j.is_number_integer()) || (*type == "number" && !j.is_number()) ||
-      (*type == "object" && !j.is_object()) || (*type == "array" && !j.is_array()))
+  if ((*type == "integer" && !j.is_number_integer()) || (*type == "number" && !j.is_number()) || (*type == "object" && !j.is_object()) ||
+      (*type == "array" && !j.is_array()))
     return raw;
   return j;
 }

@@ -7,16 +7,13 @@
 
 namespace qwenrt::text {
 
-Tokenizer make_tokenizer(std::shared_ptr<const Tokenizer::Impl> impl) {
-  return Tokenizer(std::move(impl));
-}
+Tokenizer make_tokenizer(std::shared_ptr<const Tokenizer::Impl> impl) { return Tokenizer(std::move(impl)); }
 
 namespace {
 
 // normalize -> (normalized added tokens) -> pre-tokenize -> BPE, for text that contains no
 // raw added token.
-void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow_special,
-                     std::vector<int32_t>& out) {
+void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow_special, std::vector<int32_t>& out) {
   if (text.empty()) return;
   std::string normalized;
   std::string_view view = text;
@@ -44,8 +41,8 @@ void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   if (const auto bad = utf8::find_invalid(text)) {
-    throw TokenizerError("tokenizer encode: input is not valid UTF-8 (ill-formed sequence at byte " +
-                         std::to_string(*bad) + " of " + std::to_string(text.size()) + ")");
+    throw TokenizerError("tokenizer encode: input is not valid UTF-8 (ill-formed sequence at byte " + std::to_string(*bad) + " of " +
+                         std::to_string(text.size()) + ")");
   }
   const Impl& t = *impl_;
   std::vector<int32_t> out;
@@ -76,8 +73,7 @@ std::string Tokenizer::decode_bytes(std::span<const int32_t> ids, bool skip_spec
     }
     const std::string* bytes = t.model.bytes_of(id);
     if (bytes == nullptr) {
-      throw TokenizerError("tokenizer decode: id " + std::to_string(id) + " has no token (vocab size " +
-                           std::to_string(t.vocab_size) + ")");
+      throw TokenizerError("tokenizer decode: id " + std::to_string(id) + " has no token (vocab size " + std::to_string(t.vocab_size) + ")");
     }
     out += *bytes;
   }

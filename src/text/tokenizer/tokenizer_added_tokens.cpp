@@ -29,8 +29,7 @@ int32_t AddedTokenMatcher::child(int32_t node, unsigned char byte) const {
   return -1;
 }
 
-std::optional<AddedTokenMatcher::Hit> AddedTokenMatcher::find(std::string_view text,
-                                                              std::size_t from) const {
+std::optional<AddedTokenMatcher::Hit> AddedTokenMatcher::find(std::string_view text, std::size_t from) const {
   if (empty()) return std::nullopt;
   for (std::size_t start = from; start < text.size(); ++start) {
     if (!first_bytes_.test(static_cast<unsigned char>(text[start]))) continue;

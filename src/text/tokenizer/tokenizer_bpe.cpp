@@ -44,9 +44,7 @@ struct BpeModel::PairTable {
   static uint64_t key_of(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
-  std::size_t slot_of(uint64_t key) const {
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 17) & mask;
-  }
+  std::size_t slot_of(uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 17) & mask; }
 
   void reserve(std::size_t n) {
     std::size_t cap = 16;
@@ -85,8 +83,7 @@ BpeModel::BpeModel(BpeModel&&) noexcept = default;
 BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 BpeModel::~BpeModel() = default;
 
-BpeModel BpeModel::build(std::vector<BpeVocabEntry> vocab, const std::vector<BpeMerge>& merges,
-                         bool ignore_merges, const std::string& source) {
+BpeModel BpeModel::build(std::vector<BpeVocabEntry> vocab, const std::vector<BpeMerge>& merges, bool ignore_merges, const std::string& source) {
   BpeModel m;
   m.ignore_merges_ = ignore_merges;
   int32_t max_id = -1;
@@ -106,8 +103,7 @@ BpeModel BpeModel::build(std::vector<BpeVocabEntry> vocab, const std::vector<Bpe
     }
     const uint64_t hash = hash_bytes(e.bytes);
     if (m.find_token(e.bytes, hash)) {
-      throw TokenizerError(source + ": two vocab entries have the same bytes (id " +
-                           std::to_string(e.id) + ")");
+      throw TokenizerError(source + ": two vocab entries have the same bytes (id " + std::to_string(e.id) + ")");
     }
     m.is_vocab_id_[static_cast<std::size_t>(e.id)] = true;
     m.id_to_bytes_[static_cast<std::size_t>(e.id)] = std::move(e.bytes);
@@ -119,8 +115,7 @@ BpeModel BpeModel::build(std::vector<BpeVocabEntry> vocab, const std::vector<Bpe
   for (int b = 0; b < 256; ++b) {
     const auto id = m.id_of(std::string(1, static_cast<char>(b)));
     if (!id) {
-      throw TokenizerError(source + ": vocab has no token for byte " + std::to_string(b) +
-                           "; byte-level BPE needs all 256");
+      throw TokenizerError(source + ": vocab has no token for byte " + std::to_string(b) + "; byte-level BPE needs all 256");
     }
     m.byte_ids_[static_cast<std::size_t>(b)] = *id;
   }
@@ -133,8 +128,7 @@ BpeModel BpeModel::build(std::vector<BpeVocabEntry> vocab, const std::vector<Bpe
     const auto right = m.id_of(merge.right);
     const auto merged = m.id_of(merge.left + merge.right);
     if (!left || !right || !merged) {
-      throw TokenizerError(source + ": merge #" + std::to_string(rank) +
-                           " uses a token that is not in the vocab");
+      throw TokenizerError(source + ": merge #" + std::to_string(rank) + " uses a token that is not in the vocab");
     }
     m.pairs_->put(*left, *right, static_cast<int32_t>(rank), *merged);
   }
@@ -168,9 +162,7 @@ std::optional<int32_t> BpeModel::find_token(std::string_view bytes, uint64_t has
   }
 }
 
-std::optional<int32_t> BpeModel::id_of(std::string_view bytes) const {
-  return find_token(bytes, hash_bytes(bytes));
-}
+std::optional<int32_t> BpeModel::id_of(std::string_view bytes) const { return find_token(bytes, hash_bytes(bytes)); }
 
 const std::string* BpeModel::bytes_of(int32_t id) const {
   if (id < 0 || id >= id_limit() || !is_vocab_id_[static_cast<std::size_t>(id)]) return nullptr;
@@ -240,23 +232,19 @@ void BpeModel::merge_by_heap(std::string_view piece, std::vector<int32_t>& out) 
     int32_t rank;
     int32_t pos;  // index of the left symbol in the original sequence
     int32_t merged;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   const auto n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(static_cast<std::size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    symbols[static_cast<std::size_t>(i)] = {byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])],
-                                             i - 1, i + 1 < n ? i + 1 : -1};
+    symbols[static_cast<std::size_t>(i)] = {byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])], i - 1, i + 1 < n ? i + 1 : -1};
   }
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   auto consider = [&](int32_t pos) {
     const int32_t next = symbols[static_cast<std::size_t>(pos)].next;
     if (next < 0) return;
     int32_t merged = 0;
-    const int32_t rank = pairs_->find(symbols[static_cast<std::size_t>(pos)].id,
-                                      symbols[static_cast<std::size_t>(next)].id, merged);
+    const int32_t rank = pairs_->find(symbols[static_cast<std::size_t>(pos)].id, symbols[static_cast<std::size_t>(next)].id, merged);
     if (rank != kNoRank) queue.push({rank, pos, merged});
   };
   for (int32_t i = 0; i + 1 < n; ++i) consider(i);

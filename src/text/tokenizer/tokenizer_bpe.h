@@ -32,8 +32,7 @@ class BpeModel {
   // that is not in the vocab, if the merged token is missing, if ids are duplicated or
   // negative, or if a single-byte token is missing (byte-level BPE needs all 256).
   // With `ignore_merges` a piece that is itself a vocab token is emitted as is (HF semantics).
-  static BpeModel build(std::vector<BpeVocabEntry> vocab, const std::vector<BpeMerge>& merges,
-                        bool ignore_merges, const std::string& source);
+  static BpeModel build(std::vector<BpeVocabEntry> vocab, const std::vector<BpeMerge>& merges, bool ignore_merges, const std::string& source);
 
   BpeModel(BpeModel&&) noexcept;
   BpeModel& operator=(BpeModel&&) noexcept;

@@ -21,8 +21,8 @@ struct Tokenizer::Impl {
   BpeModel model;
   std::vector<AddedToken> added;
   std::unordered_map<int32_t, std::size_t> added_by_id;  // id -> index into `added`
-  AddedTokenMatcher raw_matcher;         // added tokens with normalized = false
-  AddedTokenMatcher normalized_matcher;  // added tokens with normalized = true
+  AddedTokenMatcher raw_matcher;                         // added tokens with normalized = false
+  AddedTokenMatcher normalized_matcher;                  // added tokens with normalized = true
   int32_t vocab_size = 0;
   std::optional<int32_t> bos, eos, pad;
   std::vector<int32_t> stop_ids;

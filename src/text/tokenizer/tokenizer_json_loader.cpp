@@ -4,9 +4,8 @@
 // except truncation and padding, which concern batching, not what the ids of a text are.
 #include <algorithm>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "formats/generation_config.h"
 #include "text/tokenizer/tokenizer.h"
@@ -19,9 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-[[noreturn]] void fail(const fs::path& file, const std::string& what) {
-  throw TokenizerError("tokenizer: " + file.string() + ": " + what);
-}
+[[noreturn]] void fail(const fs::path& file, const std::string& what) { throw TokenizerError("tokenizer: " + file.string() + ": " + what); }
 
 json read_json(const fs::path& file) {
   if (fs::exists(file) && !fs::is_regular_file(file)) fail(file, "not a regular file (a directory, FIFO or device?)");
@@ -85,10 +82,8 @@ class Loader {
 
   BpeModel load_model(const json& m) {
     const std::string type = type_of(m);
-    require(type == "BPE" || (type.empty() && m.contains("merges")),
-            "model type \"" + type + "\" (only BPE)");
-    require(m.value("dropout", json()).is_null() || m["dropout"].get<double>() == 0.0,
-            "BPE dropout");
+    require(type == "BPE" || (type.empty() && m.contains("merges")), "model type \"" + type + "\" (only BPE)");
+    require(m.value("dropout", json()).is_null() || m["dropout"].get<double>() == 0.0, "BPE dropout");
     require(!m.value("byte_fallback", false), "BPE byte_fallback");
     for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       const json v = m.value(affix, json());
@@ -101,8 +96,9 @@ class Loader {
     for (const auto& [token, id] : vocab_json.items()) {
       auto bytes = byte_level::decode_token(token);
       if (!bytes) {
-        fail(file_, "vocab token \"" + token + "\" is not in the ByteLevel alphabet (only "
-                    "byte-level BPE vocabularies are supported)");
+        fail(file_, "vocab token \"" + token +
+                        "\" is not in the ByteLevel alphabet (only "
+                        "byte-level BPE vocabularies are supported)");
       }
       vocab.push_back({std::move(*bytes), id.get<int32_t>()});
     }
@@ -172,8 +168,7 @@ class Loader {
         fail(file_, "Split pattern is neither {\"Regex\": ...} nor {\"String\": ...}");
       }
       const std::string behavior = p.value("behavior", std::string("Isolated"));
-      require(behavior == "Isolated" || behavior == "Removed",
-              "Split behavior \"" + behavior + "\" (only Isolated and Removed)");
+      require(behavior == "Isolated" || behavior == "Removed", "Split behavior \"" + behavior + "\" (only Isolated and Removed)");
       try {
         stages.push_back({Regex::compile(regex), behavior == "Removed", p.value("invert", false)});
       } catch (const TokenizerError& e) {
@@ -189,8 +184,7 @@ class Loader {
   }
 
   void check_decoder(const json& d) {
-    require(!d.is_null() && type_of(d) == "ByteLevel",
-            "decoder \"" + (d.is_null() ? std::string("null") : type_of(d)) + "\" (only ByteLevel)");
+    require(!d.is_null() && type_of(d) == "ByteLevel", "decoder \"" + (d.is_null() ? std::string("null") : type_of(d)) + "\" (only ByteLevel)");
   }
 
   void check_post_processor(const json& p) {
@@ -209,11 +203,9 @@ class Loader {
     std::vector<std::pair<std::string, int32_t>> raw, normalized;
     int32_t max_id = impl.model.id_limit() - 1;
     for (const json& a : list) {
-      AddedToken token{a.at("id").get<int32_t>(), a.at("content").get<std::string>(),
-                       a.value("special", false), a.value("normalized", false)};
+      AddedToken token{a.at("id").get<int32_t>(), a.at("content").get<std::string>(), a.value("special", false), a.value("normalized", false)};
       for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
-        require(!a.value(flag, false), std::string("added token option ") + flag + " (token \"" +
-                                           token.content + "\")");
+        require(!a.value(flag, false), std::string("added token option ") + flag + " (token \"" + token.content + "\")");
       }
       if (token.id < 0) fail(file_, "added token \"" + token.content + "\" has a negative id");
       if (impl.added_by_id.count(token.id)) {
@@ -233,8 +225,7 @@ class Loader {
 };
 
 // bos_token etc. are null, a string, or {"content": "...", ...} (older AddedToken dicts).
-std::optional<int32_t> special_from_config(const json& config, const char* key,
-                                           const Tokenizer& tok, const fs::path& file) {
+std::optional<int32_t> special_from_config(const json& config, const char* key, const Tokenizer& tok, const fs::path& file) {
   const auto it = config.find(key);
   if (it == config.end() || it->is_null()) return std::nullopt;
   std::string content;

@@ -14,8 +14,7 @@ std::vector<DecodedText>& decode_buffers(std::size_t stages) {
 
 }  // namespace
 
-void PreTokenizer::split(std::string_view utf8,
-                         const std::function<void(std::string_view)>& emit) const {
+void PreTokenizer::split(std::string_view utf8, const std::function<void(std::string_view)>& emit) const {
   if (utf8.empty()) return;
   if (stages_.empty()) {
     emit(utf8);
@@ -25,8 +24,7 @@ void PreTokenizer::split(std::string_view utf8,
   split_stage(0, utf8, emit);
 }
 
-void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8,
-                               const std::function<void(std::string_view)>& emit) const {
+void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8, const std::function<void(std::string_view)>& emit) const {
   const SplitStage& s = stages_[stage];
   DecodedText& text = decode_buffers(stages_.size())[stage];
   text.assign(utf8);

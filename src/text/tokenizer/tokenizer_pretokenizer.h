@@ -14,8 +14,7 @@
 namespace qwenrt::text {
 
 // The regex GPT-2's ByteLevel pre-tokenizer uses when "use_regex" is true.
-inline constexpr std::string_view kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kGpt2SplitPattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct SplitStage {
   Regex regex;
@@ -35,8 +34,7 @@ class PreTokenizer {
   const Regex& stage_regex(std::size_t i) const { return stages_[i].regex; }
 
  private:
-  void split_stage(std::size_t stage, std::string_view utf8,
-                   const std::function<void(std::string_view)>& emit) const;
+  void split_stage(std::size_t stage, std::string_view utf8, const std::function<void(std::string_view)>& emit) const;
 
   std::vector<SplitStage> stages_;
 };

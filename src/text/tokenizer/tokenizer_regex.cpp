@@ -22,8 +22,7 @@ const std::array<uint32_t, 128>& ascii_attributes() {
   static const std::array<uint32_t, 128> table = [] {
     std::array<uint32_t, 128> t{};
     for (char32_t c = 0; c < 128; ++c) {
-      t[c] = (1u << static_cast<int>(unicode_data::general_category(c))) |
-             (unicode_data::is_white_space(c) ? kAttrWhiteSpace : 0u);
+      t[c] = (1u << static_cast<int>(unicode_data::general_category(c))) | (unicode_data::is_white_space(c) ? kAttrWhiteSpace : 0u);
     }
     return t;
   }();
@@ -41,8 +40,7 @@ constexpr uint64_t kStepsPerCodePoint = 256;
 
 uint32_t code_point_attributes(char32_t cp) {
   if (cp < 128) return ascii_attributes()[cp];
-  return (1u << static_cast<int>(unicode_data::general_category(cp))) |
-         (unicode_data::is_white_space(cp) ? kAttrWhiteSpace : 0u);
+  return (1u << static_cast<int>(unicode_data::general_category(cp))) | (unicode_data::is_white_space(cp) ? kAttrWhiteSpace : 0u);
 }
 
 void DecodedText::assign(std::string_view utf8) {
@@ -110,9 +108,9 @@ struct CompiledClass {
 struct Frame {
   enum class Kind : uint8_t { Alternative, GreedyRepeat, LazyRepeat };
   Kind kind;
-  uint32_t pc;         // Alternative: where to resume; Repeat*: the Repeat instruction
-  std::size_t pos;     // Alternative: position; GreedyRepeat: next end to try; Lazy: current end
-  std::size_t bound;   // GreedyRepeat: the lowest end allowed; LazyRepeat: repetitions so far
+  uint32_t pc;        // Alternative: where to resume; Repeat*: the Repeat instruction
+  std::size_t pos;    // Alternative: position; GreedyRepeat: next end to try; Lazy: current end
+  std::size_t bound;  // GreedyRepeat: the lowest end allowed; LazyRepeat: repetitions so far
 };
 
 }  // namespace
@@ -136,8 +134,8 @@ struct Regex::Program {
 
   // Runs from `pc` at `pos`; frames above the stack's current size belong to this call and are
   // dropped when it returns (that makes lookaheads atomic, as in Oniguruma).
-  bool run(const DecodedText& text, uint32_t pc, std::size_t pos, std::size_t& end_pos,
-           uint64_t& steps, uint64_t step_limit, std::vector<Frame>& stack) const;
+  bool run(const DecodedText& text, uint32_t pc, std::size_t pos, std::size_t& end_pos, uint64_t& steps, uint64_t step_limit,
+           std::vector<Frame>& stack) const;
 };
 
 namespace {
@@ -166,9 +164,7 @@ class Compiler {
     return here() - 1;
   }
 
-  bool is_single_character(const Node& n) const {
-    return n.kind == Node::Kind::Literal || n.kind == Node::Kind::Class;
-  }
+  bool is_single_character(const Node& n) const { return n.kind == Node::Kind::Literal || n.kind == Node::Kind::Class; }
 
   Inst single_character_test(const Node& n) const {
     if (n.kind == Node::Kind::Class) return {Op::Class, false, static_cast<uint32_t>(n.class_index)};
@@ -178,12 +174,9 @@ class Compiler {
   void emit_node(int index) {
     const Node& n = tree_.nodes[static_cast<std::size_t>(index)];
     switch (n.kind) {
-      case Node::Kind::Empty:
-        return;
+      case Node::Kind::Empty: return;
       case Node::Kind::Literal:
-      case Node::Kind::Class:
-        emit(single_character_test(n));
-        return;
+      case Node::Kind::Class: emit(single_character_test(n)); return;
       case Node::Kind::Concat:
         for (const int c : n.children) emit_node(c);
         return;
@@ -211,9 +204,7 @@ class Compiler {
         out_.code[look].a = here();
         return;
       }
-      case Node::Kind::Repeat:
-        emit_repeat(n);
-        return;
+      case Node::Kind::Repeat: emit_repeat(n); return;
     }
   }
 
@@ -262,8 +253,7 @@ class Compiler {
 
 }  // namespace
 
-bool Regex::Program::run(const DecodedText& text, uint32_t pc, std::size_t pos,
-                         std::size_t& end_pos, uint64_t& steps, uint64_t step_limit,
+bool Regex::Program::run(const DecodedText& text, uint32_t pc, std::size_t pos, std::size_t& end_pos, uint64_t& steps, uint64_t step_limit,
                          std::vector<Frame>& stack) const {
   const std::size_t base = stack.size();
   const std::size_t n = text.size();
@@ -326,9 +316,7 @@ bool Regex::Program::run(const DecodedText& text, uint32_t pc, std::size_t pos,
         stack.push_back({Frame::Kind::Alternative, inst.b, pos, 0});
         pc = inst.a;
         break;
-      case Op::Jump:
-        pc = inst.a;
-        break;
+      case Op::Jump: pc = inst.a; break;
       case Op::Repeat: {
         const Inst& t = code[pc + 1];
         const std::size_t start = pos;

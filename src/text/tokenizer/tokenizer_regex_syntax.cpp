@@ -17,24 +17,16 @@ using unicode_data::GeneralCategory;
 
 constexpr uint32_t bit(GeneralCategory c) { return 1u << static_cast<int>(c); }
 
-constexpr uint32_t kLetters = bit(GeneralCategory::Lu) | bit(GeneralCategory::Ll) |
-                              bit(GeneralCategory::Lt) | bit(GeneralCategory::Lm) |
-                              bit(GeneralCategory::Lo);
-constexpr uint32_t kMarks = bit(GeneralCategory::Mn) | bit(GeneralCategory::Mc) |
-                            bit(GeneralCategory::Me);
-constexpr uint32_t kNumbers = bit(GeneralCategory::Nd) | bit(GeneralCategory::Nl) |
-                              bit(GeneralCategory::No);
-constexpr uint32_t kPunctuation = bit(GeneralCategory::Pc) | bit(GeneralCategory::Pd) |
-                                  bit(GeneralCategory::Ps) | bit(GeneralCategory::Pe) |
-                                  bit(GeneralCategory::Pi) | bit(GeneralCategory::Pf) |
-                                  bit(GeneralCategory::Po);
-constexpr uint32_t kSymbols = bit(GeneralCategory::Sm) | bit(GeneralCategory::Sc) |
-                              bit(GeneralCategory::Sk) | bit(GeneralCategory::So);
-constexpr uint32_t kSeparators = bit(GeneralCategory::Zs) | bit(GeneralCategory::Zl) |
-                                 bit(GeneralCategory::Zp);
-constexpr uint32_t kOthers = bit(GeneralCategory::Cc) | bit(GeneralCategory::Cf) |
-                             bit(GeneralCategory::Cs) | bit(GeneralCategory::Co) |
-                             bit(GeneralCategory::Cn);
+constexpr uint32_t kLetters =
+    bit(GeneralCategory::Lu) | bit(GeneralCategory::Ll) | bit(GeneralCategory::Lt) | bit(GeneralCategory::Lm) | bit(GeneralCategory::Lo);
+constexpr uint32_t kMarks = bit(GeneralCategory::Mn) | bit(GeneralCategory::Mc) | bit(GeneralCategory::Me);
+constexpr uint32_t kNumbers = bit(GeneralCategory::Nd) | bit(GeneralCategory::Nl) | bit(GeneralCategory::No);
+constexpr uint32_t kPunctuation = bit(GeneralCategory::Pc) | bit(GeneralCategory::Pd) | bit(GeneralCategory::Ps) | bit(GeneralCategory::Pe) |
+                                  bit(GeneralCategory::Pi) | bit(GeneralCategory::Pf) | bit(GeneralCategory::Po);
+constexpr uint32_t kSymbols = bit(GeneralCategory::Sm) | bit(GeneralCategory::Sc) | bit(GeneralCategory::Sk) | bit(GeneralCategory::So);
+constexpr uint32_t kSeparators = bit(GeneralCategory::Zs) | bit(GeneralCategory::Zl) | bit(GeneralCategory::Zp);
+constexpr uint32_t kOthers =
+    bit(GeneralCategory::Cc) | bit(GeneralCategory::Cf) | bit(GeneralCategory::Cs) | bit(GeneralCategory::Co) | bit(GeneralCategory::Cn);
 
 // General-category names Oniguruma accepts in \p{...} (short and long forms).
 uint32_t property_mask(std::string_view name) {
@@ -43,10 +35,21 @@ uint32_t property_mask(std::string_view name) {
     uint32_t mask;
   };
   static const Entry kEntries[] = {
-      {"L", kLetters}, {"Letter", kLetters}, {"M", kMarks}, {"Mark", kMarks},
-      {"Combining_Mark", kMarks}, {"N", kNumbers}, {"Number", kNumbers},
-      {"P", kPunctuation}, {"Punctuation", kPunctuation}, {"S", kSymbols}, {"Symbol", kSymbols},
-      {"Z", kSeparators}, {"Separator", kSeparators}, {"C", kOthers}, {"Other", kOthers},
+      {"L", kLetters},
+      {"Letter", kLetters},
+      {"M", kMarks},
+      {"Mark", kMarks},
+      {"Combining_Mark", kMarks},
+      {"N", kNumbers},
+      {"Number", kNumbers},
+      {"P", kPunctuation},
+      {"Punctuation", kPunctuation},
+      {"S", kSymbols},
+      {"Symbol", kSymbols},
+      {"Z", kSeparators},
+      {"Separator", kSeparators},
+      {"C", kOthers},
+      {"Other", kOthers},
       {"LC", bit(GeneralCategory::Lu) | bit(GeneralCategory::Ll) | bit(GeneralCategory::Lt)},
       {"Cased_Letter", bit(GeneralCategory::Lu) | bit(GeneralCategory::Ll) | bit(GeneralCategory::Lt)},
   };
@@ -75,12 +78,12 @@ class Parser {
 
  private:
   [[noreturn]] void fail(std::size_t at, const std::string& what) const {
-    throw TokenizerError("regex pattern \"" + std::string(pattern_) + "\": " + what +
-                         " at byte " + std::to_string(at));
+    throw TokenizerError("regex pattern \"" + std::string(pattern_) + "\": " + what + " at byte " + std::to_string(at));
   }
   [[noreturn]] void unsupported(std::size_t at, const std::string& what) const {
-    fail(at, "unsupported construct " + what + " (the tokenizer's regex engine implements the "
-             "subset used by byte-level BPE pre-tokenizers)");
+    fail(at, "unsupported construct " + what +
+                 " (the tokenizer's regex engine implements the "
+                 "subset used by byte-level BPE pre-tokenizers)");
   }
 
   bool at_end() const { return pos_ >= pattern_.size(); }
@@ -213,10 +216,8 @@ class Parser {
     const std::size_t start = pos_;
     const char c = peek();
     switch (c) {
-      case '(':
-        return parse_group();
-      case '[':
-        return add_class(parse_class());
+      case '(': return parse_group();
+      case '[': return add_class(parse_class());
       case '.': {
         ++pos_;
         CharClass dot;  // Oniguruma's default: any character except newline
@@ -225,14 +226,11 @@ class Parser {
         return add_class(std::move(dot));
       }
       case '^':
-      case '$':
-        unsupported(start, std::string("anchor '") + c + "'");
+      case '$': unsupported(start, std::string("anchor '") + c + "'");
       case '*':
       case '+':
-      case '?':
-        fail(start, "quantifier without a preceding expression");
-      case '\\':
-        return parse_escape_atom();
+      case '?': fail(start, "quantifier without a preceding expression");
+      case '\\': return parse_escape_atom();
       default: {
         const char32_t cp = next_code_point();
         return literal(cp);
@@ -263,8 +261,9 @@ class Parser {
         lookahead = k == '=' ? 1 : -1;
         ++pos_;
       } else if (k == '<' || k == '>' || k == 'P' || k == '#' || k == '~') {
-        unsupported(start, "group \"(?" + std::string(1, k) + "\" (lookbehind, atomic, named or "
-                           "comment group)");
+        unsupported(start, "group \"(?" + std::string(1, k) +
+                               "\" (lookbehind, atomic, named or "
+                               "comment group)");
       } else {
         // Flag group: (?i) (?-i) (?i:...) (?-i:...); only the i flag is supported.
         bool on = true;
@@ -357,8 +356,7 @@ class Parser {
       case 'e': cp = 0x1B; return false;
       case 'x': cp = parse_hex(start); return false;
       case 'u': cp = parse_fixed_hex(start, 4); return false;
-      default:
-        break;
+      default: break;
     }
     const auto ue = static_cast<unsigned char>(e);
     if (ue >= 0x80 || std::isalnum(ue)) {
@@ -387,8 +385,7 @@ class Parser {
   }
 
   char32_t checked_code_point(std::size_t start, const std::string& digits) {
-    if (digits.empty() || digits.size() > 6 ||
-        digits.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
       fail(start, "bad hex escape");
     }
     const unsigned long v = std::stoul(digits, nullptr, 16);
@@ -496,19 +493,12 @@ bool can_match_empty(const Tree& tree, int index) {
   const Node& n = tree.nodes[static_cast<std::size_t>(index)];
   switch (n.kind) {
     case Node::Kind::Empty:
-    case Node::Kind::Lookahead:
-      return true;
+    case Node::Kind::Lookahead: return true;
     case Node::Kind::Literal:
-    case Node::Kind::Class:
-      return false;
-    case Node::Kind::Concat:
-      return std::all_of(n.children.begin(), n.children.end(),
-                         [&](int c) { return can_match_empty(tree, c); });
-    case Node::Kind::Alternation:
-      return std::any_of(n.children.begin(), n.children.end(),
-                         [&](int c) { return can_match_empty(tree, c); });
-    case Node::Kind::Repeat:
-      return n.min == 0 || can_match_empty(tree, n.children[0]);
+    case Node::Kind::Class: return false;
+    case Node::Kind::Concat: return std::all_of(n.children.begin(), n.children.end(), [&](int c) { return can_match_empty(tree, c); });
+    case Node::Kind::Alternation: return std::any_of(n.children.begin(), n.children.end(), [&](int c) { return can_match_empty(tree, c); });
+    case Node::Kind::Repeat: return n.min == 0 || can_match_empty(tree, n.children[0]);
   }
   return true;
 }

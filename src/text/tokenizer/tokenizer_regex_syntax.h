@@ -26,13 +26,13 @@ struct CharClass {
 struct Node {
   enum class Kind { Empty, Literal, Class, Concat, Alternation, Repeat, Lookahead };
   Kind kind = Kind::Empty;
-  char32_t literal = 0;         // Literal (already case-folded when `fold`)
-  bool fold = false;            // Literal: compare case-insensitively
-  int class_index = -1;         // Class
-  std::vector<int> children;    // Concat, Alternation; Repeat/Lookahead have one
-  uint32_t min = 0, max = 0;    // Repeat
-  bool greedy = true;           // Repeat
-  bool negative = false;        // Lookahead: (?!...)
+  char32_t literal = 0;       // Literal (already case-folded when `fold`)
+  bool fold = false;          // Literal: compare case-insensitively
+  int class_index = -1;       // Class
+  std::vector<int> children;  // Concat, Alternation; Repeat/Lookahead have one
+  uint32_t min = 0, max = 0;  // Repeat
+  bool greedy = true;         // Repeat
+  bool negative = false;      // Lookahead: (?!...)
 };
 
 struct Tree {

@@ -37,8 +37,7 @@ char32_t compose(char32_t first, char32_t second) {
   if (first >= kLBase && first < kLBase + kLCount && second >= kVBase && second < kVBase + kVCount) {
     return kSBase + ((first - kLBase) * kVCount + (second - kVBase)) * kTCount;
   }
-  if (first >= kSBase && first < kSBase + kSCount && (first - kSBase) % kTCount == 0 &&
-      second > kTBase && second < kTBase + kTCount) {
+  if (first >= kSBase && first < kSBase + kSCount && (first - kSBase) % kTCount == 0 && second > kTBase && second < kTBase + kTCount) {
     return first + (second - kTBase);
   }
   return ud::compose_pair(first, second);
@@ -55,10 +54,8 @@ void reorder(std::vector<char32_t>& cps) {
     std::size_t j = i;
     while (j < cps.size() && ud::canonical_combining_class(cps[j]) != 0) ++j;
     if (j - i > 1) {
-      std::stable_sort(cps.begin() + static_cast<std::ptrdiff_t>(i),
-                       cps.begin() + static_cast<std::ptrdiff_t>(j), [](char32_t a, char32_t b) {
-                         return ud::canonical_combining_class(a) < ud::canonical_combining_class(b);
-                       });
+      std::stable_sort(cps.begin() + static_cast<std::ptrdiff_t>(i), cps.begin() + static_cast<std::ptrdiff_t>(j),
+                       [](char32_t a, char32_t b) { return ud::canonical_combining_class(a) < ud::canonical_combining_class(b); });
     }
     i = j;
   }

@@ -61,8 +61,8 @@ inline void poison(cuda::DeviceBuffer& buf) { QWENRT_CUDA_CHECK(cudaMemset(buf.g
 
 // y[b · ldy + r] = Σ_i x[b · ldx + i] · w[r · k + i] in double (from the bf16 values as floats),
 // for activation rows b < n and weight rows r < rows; y has n · ldy elements.
-inline std::vector<double> matmul_reference(const std::vector<float>& x, int64_t ldx, const std::vector<float>& w, int64_t n, int64_t rows,
-                                            int64_t k, int64_t ldy) {
+inline std::vector<double> matmul_reference(const std::vector<float>& x, int64_t ldx, const std::vector<float>& w, int64_t n, int64_t rows, int64_t k,
+                                            int64_t ldy) {
   std::vector<double> y(static_cast<std::size_t>(n * ldy));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t r = 0; r < rows; ++r) {

@@ -11,8 +11,8 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/gpu_test_support.h"
-#include "core/half.h"
 #include "backend/cuda/runtime/runtime_options.h"
+#include "core/half.h"
 #include "engine/greedy_generation.h"
 #include "engine/sampled_generation.h"
 #include "engine/step_queue.h"
@@ -206,17 +206,19 @@ TEST_P(CudaParity, SampledAtTemperatureZeroIsGreedy) {
     ModelCache cache = model_->new_cache(1);
     const int slot = cache.acquire();
     std::vector<int32_t> got;
-    generate_sampled(*model_, cache, slot, ref_.prompt, opt, [&](const SampledToken& t) {
-      got.push_back(t.id);
-      return static_cast<int64_t>(got.size()) != stop_after;
-    }, pool_);
+    generate_sampled(
+        *model_, cache, slot, ref_.prompt, opt,
+        [&](const SampledToken& t) {
+          got.push_back(t.id);
+          return static_cast<int64_t>(got.size()) != stop_after;
+        },
+        pool_);
     const std::size_t n = stop_after ? static_cast<std::size_t>(stop_after) : want.size();
     EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(n))) << GetParam();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, ::testing::ValuesIn(test::fixture_names()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, ::testing::ValuesIn(test::fixture_names()), [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace qwenrt

@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "text/jinja/chat_template.h"
 
@@ -138,8 +137,7 @@ TEST(ChatTemplateGolden, ContextBuilderMirrorsTransformers) {
     "add_generation_prompt": true, "enable_thinking": false, "tokenize": false, "eos_token": "<override>"})");
   const json context = build_chat_context(request, tokens);
   EXPECT_EQ(context["messages"][0].dump(), R"({"role":"user","content":"q"})");
-  EXPECT_EQ(context["messages"][1].dump(),
-            R"({"thinking":"r","role":"assistant","content":"a","reasoning":"r","reasoning_content":"r"})");
+  EXPECT_EQ(context["messages"][1].dump(), R"({"thinking":"r","role":"assistant","content":"a","reasoning":"r","reasoning_content":"r"})");
   EXPECT_TRUE(context["tools"].is_null());
   EXPECT_TRUE(context["documents"].is_null());
   EXPECT_EQ(context["add_generation_prompt"], true);

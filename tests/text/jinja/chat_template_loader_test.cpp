@@ -1,13 +1,13 @@
 // Which chat template a checkpoint directory provides, following transformers' loading precedence.
-#include <gtest/gtest.h>
+#include "text/jinja/chat_template_loader.h"
 
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include "text/jinja/chat_template_loader.h"
 
 namespace qwenrt::text {
 namespace {
@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 class ChatTemplateLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("qwenrt_chat_template_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("qwenrt_chat_template_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -47,8 +47,7 @@ TEST_F(ChatTemplateLoaderTest, JinjaFileTakesPrecedenceOverConfig) {
 }
 
 TEST_F(ChatTemplateLoaderTest, NamedTemplatesFromConfigList) {
-  write("tokenizer_config.json",
-        R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
+  write("tokenizer_config.json", R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
   const ChatTemplateSet set = ChatTemplateSet::from_directory(dir_);
   EXPECT_EQ(set.select(), "D");
   EXPECT_EQ(set.select(std::nullopt, /*has_tools=*/true), "T");

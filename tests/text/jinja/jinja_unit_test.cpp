@@ -3,9 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "text/jinja/jinja_json.h"
 #include "text/jinja/jinja_pyformat.h"
@@ -17,9 +16,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string render(const std::string& source, const json& context = json::object()) {
-  return Template::parse(source).render(context);
-}
+std::string render(const std::string& source, const json& context = json::object()) { return Template::parse(source).render(context); }
 
 TemplateError render_error(const std::string& source, const json& context = json::object()) {
   try {
@@ -57,11 +54,12 @@ TEST(JinjaPyFormat, StringReprMatchesPython) {
 
 TEST(JinjaJson, DumpsLikePythonJsonWithTransformersDefaults) {
   const Value v = value_from_json(json::parse(R"({"b": [1, 2.5, null, true], "a": "ü\n\"<&>\u2028", "e": {}, "f": []})"));
-  EXPECT_EQ(python_json_dumps(v), R"({"b": [1, 2.5, null, true], "a": "ü\n\"<&>)" "\xe2\x80\xa8" R"(", "e": {}, "f": []})");
+  EXPECT_EQ(python_json_dumps(v), R"({"b": [1, 2.5, null, true], "a": "ü\n\"<&>)"
+                                  "\xe2\x80\xa8"
+                                  R"(", "e": {}, "f": []})");
   JsonDumpOptions indented;
   indented.indent = "  ";
-  EXPECT_EQ(python_json_dumps(value_from_json(json::parse(R"({"a": [1, {}]})")), indented),
-            "{\n  \"a\": [\n    1,\n    {}\n  ]\n}");
+  EXPECT_EQ(python_json_dumps(value_from_json(json::parse(R"({"a": [1, {}]})")), indented), "{\n  \"a\": [\n    1,\n    {}\n  ]\n}");
   JsonDumpOptions ascii;
   ascii.ensure_ascii = true;
   EXPECT_EQ(python_json_dumps(Value::string("é😀\x7f"), ascii), R"("\u00e9\ud83d\ude00\u007f")");
@@ -138,16 +136,14 @@ TEST(JinjaErrors, RuntimeErrorsCarryLineNumbers) {
 
 TEST(JinjaSemantics, UndefinedBehavesLikeJinja2Default) {
   EXPECT_EQ(render("[{{ missing }}]"), "[]");
-  EXPECT_EQ(render("{{ missing is defined }}|{{ missing|length }}|{{ missing == missing }}|{{ not missing }}"),
-            "False|0|True|True");
+  EXPECT_EQ(render("{{ missing is defined }}|{{ missing|length }}|{{ missing == missing }}|{{ not missing }}"), "False|0|True|True");
   EXPECT_EQ(render("{{ d.x == 'a' }}", json::parse(R"({"d": {}})")), "False");
   EXPECT_EQ(render("{% for x in missing %}x{% endfor %}ok"), "ok");
   EXPECT_EQ(render_error("{{ missing.x }}").kind(), ErrorKind::Undefined);
 }
 
 TEST(JinjaSemantics, DictKeyOrderIsPreserved) {
-  EXPECT_EQ(render("{{ d|tojson }} {{ d }}", json::parse(R"({"d": {"z": 1, "a": 2}})")),
-            R"({"z": 1, "a": 2} {'z': 1, 'a': 2})");
+  EXPECT_EQ(render("{{ d|tojson }} {{ d }}", json::parse(R"({"d": {"z": 1, "a": 2}})")), R"({"z": 1, "a": 2} {'z': 1, 'a': 2})");
 }
 
 TEST(JinjaSemantics, TemplateIsReusableAndConst) {

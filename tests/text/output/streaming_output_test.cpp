@@ -22,7 +22,7 @@ std::string feed(TextStream& s, const std::vector<std::string>& chunks) {
 
 TEST(TextStream, HoldsSplitCharactersUntilComplete) {
   TextStream s;
-  EXPECT_EQ(s.push("a\xD9"), "a");   // Arabic ٣ = D9 A3 split across tokens
+  EXPECT_EQ(s.push("a\xD9"), "a");  // Arabic ٣ = D9 A3 split across tokens
   EXPECT_EQ(s.push("\xA3"), "\xD9\xA3");
   EXPECT_EQ(s.push("\xF0\x9F"), "");  // half an emoji
   EXPECT_EQ(s.push("\x98\x80!"), "\xF0\x9F\x98\x80!");

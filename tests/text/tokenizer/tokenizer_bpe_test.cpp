@@ -1,11 +1,12 @@
 // The BPE merge loop: both strategies (scan for short pieces, heap for long ones) must give
 // identical ids, including on long and repetitive pieces where equal ranks compete.
+#include "text/tokenizer/tokenizer_bpe.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <random>
 
-#include "text/tokenizer/tokenizer_bpe.h"
 #include "text/tokenizer/tokenizer_byte_level.h"
 #include "text/tokenizer/tokenizer_test_data.h"
 
@@ -76,8 +77,7 @@ const BpeModel& qwen3_model() {
     }
     std::vector<BpeMerge> merges;
     for (const auto& m : root["model"]["merges"]) {
-      merges.push_back({*byte_level::decode_token(m[0].get<std::string>()),
-                        *byte_level::decode_token(m[1].get<std::string>())});
+      merges.push_back({*byte_level::decode_token(m[0].get<std::string>()), *byte_level::decode_token(m[1].get<std::string>())});
     }
     return BpeModel::build(std::move(vocab), merges, false, "qwen3");
   }();

@@ -47,8 +47,7 @@ TEST(Qwen3Tokenizer, MultilingualGoldenEncodes) {
     const auto ids = tok.encode(text);
     const bool ok = ids == row["ids"].template get<std::vector<int32_t>>();
     EXPECT_TRUE(ok) << "encode " << show(text);
-    const bool ok_plain =
-        tok.encode(text, /*allow_special=*/false) == row["ids_no_special"].template get<std::vector<int32_t>>();
+    const bool ok_plain = tok.encode(text, /*allow_special=*/false) == row["ids_no_special"].template get<std::vector<int32_t>>();
     EXPECT_TRUE(ok_plain) << "encode without added tokens " << show(text);
     return ok && ok_plain;
   });
@@ -87,8 +86,7 @@ TEST(Qwen3Tokenizer, ReferenceExamples) {
   EXPECT_EQ(tok.encode(" cafe\u0301"), (std::vector<int32_t>{51950}));
   EXPECT_EQ(tok.encode("<|im_end|>x"), (std::vector<int32_t>{151645, 87}));
   EXPECT_EQ(tok.encode("<|im_start<|im_end|>|>")[0], tok.encode("<|im_start")[0]);
-  EXPECT_EQ(tok.encode("<|im_end|>", /*allow_special=*/false),
-            (std::vector<int32_t>{27, 91, 318, 6213, 91, 29}));  // HF with encode_special_tokens
+  EXPECT_EQ(tok.encode("<|im_end|>", /*allow_special=*/false), (std::vector<int32_t>{27, 91, 318, 6213, 91, 29}));  // HF with encode_special_tokens
   EXPECT_EQ(tok.encode(""), std::vector<int32_t>{});
   const int32_t broken[] = {149};  // first byte of a two-byte character
   EXPECT_EQ(tok.decode(broken), "\uFFFD");
@@ -125,7 +123,7 @@ TEST(Qwen3Tokenizer, RejectsInvalidUtf8AndUnknownIds) {
     EXPECT_NE(std::string(e.what()).find("byte 3"), std::string::npos) << e.what();
   }
   EXPECT_THROW(tok.encode("\xED\xA0\x80"), TokenizerError);  // an encoded surrogate
-  const int32_t padded_row[] = {151700};  // embedding padding: no token
+  const int32_t padded_row[] = {151700};                     // embedding padding: no token
   EXPECT_THROW(tok.decode(padded_row), TokenizerError);
   const int32_t negative[] = {-1};
   EXPECT_THROW(tok.decode(negative), TokenizerError);

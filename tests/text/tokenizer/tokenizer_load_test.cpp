@@ -26,8 +26,8 @@ json tiny_tokenizer() {
   for (int b = 0; b < 256; ++b) vocab[alphabet(std::string(1, static_cast<char>(b)))] = b;
   json merges = json::array();
   int next = 256;
-  for (const auto& [l, r] : std::vector<std::pair<std::string, std::string>>{
-           {"h", "e"}, {"he", "l"}, {"hel", "l"}, {"hell", "o"}, {" ", "w"}, {"\xC3", "\xA9"}}) {
+  for (const auto& [l, r] :
+       std::vector<std::pair<std::string, std::string>>{{"h", "e"}, {"he", "l"}, {"hel", "l"}, {"hell", "o"}, {" ", "w"}, {"\xC3", "\xA9"}}) {
     merges.push_back(json::array({alphabet(l), alphabet(r)}));
     vocab[alphabet(l + r)] = next++;
   }
@@ -36,42 +36,46 @@ json tiny_tokenizer() {
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = json::array({
-      {{"id", 300}, {"content", "<|end|>"}, {"single_word", false}, {"lstrip", false},
-       {"rstrip", false}, {"normalized", false}, {"special", true}},
-      {{"id", 301}, {"content", "\xC3\xA9t\xC3\xA9"}, {"single_word", false}, {"lstrip", false},
-       {"rstrip", false}, {"normalized", true}, {"special", false}},
+      {{"id", 300}, {"content", "<|end|>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}},
+      {{"id", 301},
+       {"content", "\xC3\xA9t\xC3\xA9"},
+       {"single_word", false},
+       {"lstrip", false},
+       {"rstrip", false},
+       {"normalized", true},
+       {"special", false}},
   });
   j["normalizer"] = {{"type", "NFC"}};
   j["pre_tokenizer"] = {
       {"type", "Sequence"},
-      {"pretokenizers",
-       json::array({{{"type", "Split"}, {"pattern", {{"Regex", " ?\\S+|\\s+"}}},
-                     {"behavior", "Isolated"}, {"invert", false}},
-                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
-                     {"use_regex", false}}})}};
+      {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", " ?\\S+|\\s+"}}}, {"behavior", "Isolated"}, {"invert", false}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}})}};
   j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}};
   j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}};
-  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""},
-                {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-                {"vocab", vocab}, {"merges", merges}};
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", false},
+                {"vocab", vocab},
+                {"merges", merges}};
   return j;
 }
 
 class TokenizerLoad : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("qwenrt_tokenizer_load_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("qwenrt_tokenizer_load_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-  }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name, std::ios::binary) << text; }
   void write(const std::string& name, const json& j) { write(name, j.dump()); }
 
   // Loads and expects a TokenizerError whose message contains each of `parts`.
@@ -102,8 +106,7 @@ TEST_F(TokenizerLoad, NormalizedAddedTokensMatchAfterNfc) {
   const Tokenizer tok = Tokenizer::load(dir_);
   // "e\u0301te\u0301" becomes "\u00e9t\u00e9" under NFC, then matches the normalized token.
   EXPECT_EQ(tok.encode("e\xCC\x81te\xCC\x81"), (std::vector<int32_t>{301}));
-  EXPECT_EQ(tok.encode("e\xCC\x81te\xCC\x81", /*allow_special=*/false),
-            (std::vector<int32_t>{261, 't', 261}));
+  EXPECT_EQ(tok.encode("e\xCC\x81te\xCC\x81", /*allow_special=*/false), (std::vector<int32_t>{261, 't', 261}));
 }
 
 TEST_F(TokenizerLoad, LegacyStringMergesAndStringSplitPattern) {
@@ -111,8 +114,7 @@ TEST_F(TokenizerLoad, LegacyStringMergesAndStringSplitPattern) {
   json merges = json::array();
   for (const auto& m : j["model"]["merges"]) merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
   j["model"]["merges"] = merges;
-  j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"String", "."}}},
-                                            {"behavior", "Removed"}, {"invert", false}};
+  j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"String", "."}}}, {"behavior", "Removed"}, {"invert", false}};
   write("tokenizer.json", j);
   const Tokenizer tok = Tokenizer::load(dir_);
   EXPECT_EQ(tok.encode("hello.hello"), (std::vector<int32_t>{259, 259}));  // '.' is literal, removed
@@ -120,9 +122,7 @@ TEST_F(TokenizerLoad, LegacyStringMergesAndStringSplitPattern) {
 
 TEST_F(TokenizerLoad, ConfigFilesGiveSpecialIdsAndStopIds) {
   write("tokenizer.json", tiny_tokenizer());
-  write("tokenizer_config.json", json{{"bos_token", nullptr},
-                                      {"eos_token", {{"content", "<|end|>"}, {"special", true}}},
-                                      {"pad_token", "h"}});
+  write("tokenizer_config.json", json{{"bos_token", nullptr}, {"eos_token", {{"content", "<|end|>"}, {"special", true}}}, {"pad_token", "h"}});
   write("generation_config.json", json{{"eos_token_id", json::array({300, 5, 300})}});
   const Tokenizer tok = Tokenizer::load(dir_);
   EXPECT_EQ(tok.bos_id(), std::nullopt);
@@ -162,20 +162,31 @@ TEST_F(TokenizerLoad, UnsupportedPipelinesAreNamed) {
       {[](json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type \"WordPiece\""},
       {[](json& j) { j["model"]["byte_fallback"] = true; }, "unsupported BPE byte_fallback"},
       {[](json& j) { j["model"]["dropout"] = 0.1; }, "unsupported BPE dropout"},
-      {[](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "unsupported normalizer \"NFKC\""},
-      {[](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "unsupported pre_tokenizer \"Whitespace\""},
-      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext"; },
-       "unsupported Split behavior \"MergedWithNext\""},
-      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{Han}+"; },
-       "unsupported construct property \\p{Han}"},
-      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; },
-       "unsupported ByteLevel add_prefix_space=true"},
+      {[](json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       "unsupported normalizer \"NFKC\""},
+      {[](json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
+       "unsupported pre_tokenizer \"Whitespace\""},
+      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext"; }, "unsupported Split behavior \"MergedWithNext\""},
+      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{Han}+"; }, "unsupported construct property \\p{Han}"},
+      {[](json& j) { j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; }, "unsupported ByteLevel add_prefix_space=true"},
       {[](json& j) { j["pre_tokenizer"]["pretokenizers"].erase(1); }, "without ByteLevel"},
-      {[](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "unsupported decoder \"WordPiece\""},
-      {[](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
+      {[](json& j) {
+         j["decoder"] = {{"type", "WordPiece"}};
+       },
+       "unsupported decoder \"WordPiece\""},
+      {[](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"}};
+       },
        "unsupported post_processor \"TemplateProcessing\""},
       {[](json& j) { j["added_tokens"][0]["lstrip"] = true; }, "unsupported added token option lstrip"},
-      {[](json& j) { j["model"]["merges"].push_back(json::array({"q", "zz"})); }, "not in the vocab"},
+      {[](json& j) {
+         j["model"]["merges"].push_back(json::array({"q", "zz"}));
+       },
+       "not in the vocab"},
       {[](json& j) { j["model"]["vocab"]["\xE4\xB8\xAD"] = 400; }, "not in the ByteLevel alphabet"},
   };
   for (const auto& c : cases) {

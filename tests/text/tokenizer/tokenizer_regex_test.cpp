@@ -1,11 +1,12 @@
 // The pre-tokenizer regex engine: construct-level checks, and the exact pieces HF tokenizers
 // (Oniguruma) produces for the Qwen3, Qwen3.5 and GPT-2 split patterns on the golden corpus.
+#include "text/tokenizer/tokenizer_regex.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "text/tokenizer/tokenizer_pretokenizer.h"
-#include "text/tokenizer/tokenizer_regex.h"
 #include "text/tokenizer/tokenizer_test_data.h"
 
 namespace qwenrt::text {
@@ -72,7 +73,7 @@ TEST(Regex, CaseInsensitiveGroupsUseCaseFolding) {
   EXPECT_EQ(first_match("(?i:'s)", "x'\u017F"), "'\u017F");  // LONG S folds to s
   EXPECT_EQ(first_match("(?i:ll)x", "LLx"), "LLx");
   EXPECT_EQ(first_match("(?i:l)l", "LL"), "<none>");  // the flag ends with the group
-  EXPECT_EQ(first_match("a(?i)b|c", "aC"), "aC");    // Oniguruma: a(?i:b|c)
+  EXPECT_EQ(first_match("a(?i)b|c", "aC"), "aC");     // Oniguruma: a(?i:b|c)
 }
 
 TEST(Regex, ClassesWithPropertiesAndNegation) {
@@ -88,9 +89,8 @@ TEST(Regex, ClassesWithPropertiesAndNegation) {
 }
 
 TEST(Regex, UnsupportedConstructsAreRejectedWithTheirName) {
-  for (const char* pattern : {"^a", "a$", "\\bword", "(a)\\1", "(?<=a)b", "(?>a)", "\\w+",
-                              "\\p{Han}", "[[a]]", "[a&&b]", "(?i:[a-z])", "a++", "(?x)a",
-                              "(?:a*)*"}) {
+  for (const char* pattern :
+       {"^a", "a$", "\\bword", "(a)\\1", "(?<=a)b", "(?>a)", "\\w+", "\\p{Han}", "[[a]]", "[a&&b]", "(?i:[a-z])", "a++", "(?x)a", "(?:a*)*"}) {
     try {
       Regex::compile(pattern);
       ADD_FAILURE() << "accepted " << pattern;
@@ -120,8 +120,7 @@ TEST(PreTokenizer, MatchesHuggingFaceSplitOnAllGoldens) {
   const auto rows = read_jsonl(tokenizer_data_dir() / "pretokenize_goldens.jsonl");
   ASSERT_GT(rows.size(), 1500u);
   const std::string gpt2(kGpt2SplitPattern);
-  std::map<std::string, std::string> patterns = {
-      {"qwen3", std::string(kQwen3Pattern)}, {"qwen3.5", std::string(kQwen35Pattern)}, {"gpt2", gpt2}};
+  std::map<std::string, std::string> patterns = {{"qwen3", std::string(kQwen3Pattern)}, {"qwen3.5", std::string(kQwen35Pattern)}, {"gpt2", gpt2}};
   std::map<std::string, int> checked;
   int failures = 0;
   for (const auto& row : rows) {

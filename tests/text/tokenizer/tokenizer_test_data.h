@@ -2,18 +2,15 @@
 // Paths and readers for the tokenizer test data (tests/data/tokenizer/, see its README.md).
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "text/tokenizer/tokenizer.h"
 
 namespace qwenrt::test {
 
-inline std::filesystem::path tokenizer_data_dir() {
-  return std::filesystem::path(QWENRT_SOURCE_DIR) / "tests" / "data" / "tokenizer";
-}
+inline std::filesystem::path tokenizer_data_dir() { return std::filesystem::path(QWENRT_SOURCE_DIR) / "tests" / "data" / "tokenizer"; }
 
 // Each line of a .jsonl file, parsed.
 inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {

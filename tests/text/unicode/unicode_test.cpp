@@ -15,14 +15,14 @@ using test::tokenizer_data_dir;
 TEST(Utf8, FindsFirstIllFormedByte) {
   EXPECT_EQ(utf8::find_invalid("plain ascii text, long enough for the fast path"), std::nullopt);
   EXPECT_EQ(utf8::find_invalid("h\xC3\xA9llo \xF0\x9F\x99\x82"), std::nullopt);
-  EXPECT_EQ(utf8::find_invalid("abc\x80"), 3u);                   // stray continuation byte
-  EXPECT_EQ(utf8::find_invalid("ab\xC3"), 2u);                    // truncated sequence
-  EXPECT_EQ(utf8::find_invalid("\xC0\xAF"), 0u);                  // overlong '/'
-  EXPECT_EQ(utf8::find_invalid("\xE0\x80\xAF"), 0u);              // overlong 3-byte
-  EXPECT_EQ(utf8::find_invalid("x\xED\xA0\x80"), 1u);             // UTF-16 surrogate D800
-  EXPECT_EQ(utf8::find_invalid("\xF4\x90\x80\x80"), 0u);          // above U+10FFFF
+  EXPECT_EQ(utf8::find_invalid("abc\x80"), 3u);           // stray continuation byte
+  EXPECT_EQ(utf8::find_invalid("ab\xC3"), 2u);            // truncated sequence
+  EXPECT_EQ(utf8::find_invalid("\xC0\xAF"), 0u);          // overlong '/'
+  EXPECT_EQ(utf8::find_invalid("\xE0\x80\xAF"), 0u);      // overlong 3-byte
+  EXPECT_EQ(utf8::find_invalid("x\xED\xA0\x80"), 1u);     // UTF-16 surrogate D800
+  EXPECT_EQ(utf8::find_invalid("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
   EXPECT_EQ(utf8::find_invalid("\xF5\x80\x80\x80"), 0u);
-  EXPECT_EQ(utf8::find_invalid("12345678\xFF"), 8u);              // after the ASCII fast path
+  EXPECT_EQ(utf8::find_invalid("12345678\xFF"), 8u);                    // after the ASCII fast path
   EXPECT_EQ(utf8::find_invalid(std::string("a\0b", 3)), std::nullopt);  // NUL is valid
 }
 
@@ -30,7 +30,7 @@ TEST(Utf8, RepairReplacesEachMaximalSubpart) {
   // Expected values are Python's bytes.decode("utf-8", errors="replace").
   EXPECT_EQ(utf8::repair_lossy("ok"), "ok");
   EXPECT_EQ(utf8::repair_lossy("\xD9"), "\uFFFD");
-  EXPECT_EQ(utf8::repair_lossy("\xE4\xB8"), "\uFFFD");               // one subpart of 2 bytes
+  EXPECT_EQ(utf8::repair_lossy("\xE4\xB8"), "\uFFFD");  // one subpart of 2 bytes
   EXPECT_EQ(utf8::repair_lossy("\xE4\xB8x"), "\uFFFDx");
   EXPECT_EQ(utf8::repair_lossy("\x80\x80"), "\uFFFD\uFFFD");
   EXPECT_EQ(utf8::repair_lossy("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");  // surrogate: 3 subparts
@@ -40,9 +40,8 @@ TEST(Utf8, RepairReplacesEachMaximalSubpart) {
 }
 
 TEST(Utf8, DecodeLossyAgreesWithRepair) {
-  for (std::string_view bytes : {std::string_view("ok"), std::string_view("\xD9"), std::string_view("\xE4\xB8x"),
-                                 std::string_view("\x80\x80"), std::string_view("\xED\xA0\x80"),
-                                 std::string_view("\xF0\x9F\x99\x82\xF0"), std::string_view("\xC0\xAF"),
+  for (std::string_view bytes : {std::string_view("ok"), std::string_view("\xD9"), std::string_view("\xE4\xB8x"), std::string_view("\x80\x80"),
+                                 std::string_view("\xED\xA0\x80"), std::string_view("\xF0\x9F\x99\x82\xF0"), std::string_view("\xC0\xAF"),
                                  std::string_view("caf\xC3\xA9 \xE2\x82\xAC")}) {
     const std::u32string cps = utf8::decode_lossy(bytes);
     std::string back;
@@ -60,8 +59,8 @@ TEST(UnicodeData, CategoriesFollowUnicode16) {
   EXPECT_EQ(unicode_data::general_category(U'\u0301'), GeneralCategory::Mn);
   EXPECT_EQ(unicode_data::general_category(U'\u0663'), GeneralCategory::Nd);
   EXPECT_EQ(unicode_data::general_category(U'\u1C89'), GeneralCategory::Lu);  // new in 16.0
-  EXPECT_EQ(unicode_data::general_category(0x105C0), GeneralCategory::Lo);   // Todhri, 16.0
-  EXPECT_EQ(unicode_data::general_category(0x0378), GeneralCategory::Cn);    // unassigned
+  EXPECT_EQ(unicode_data::general_category(0x105C0), GeneralCategory::Lo);    // Todhri, 16.0
+  EXPECT_EQ(unicode_data::general_category(0x0378), GeneralCategory::Cn);     // unassigned
   EXPECT_EQ(unicode_data::general_category(0xD800), GeneralCategory::Cs);
   EXPECT_EQ(unicode_data::general_category(0x10FFFF), GeneralCategory::Cn);
   EXPECT_EQ(unicode_data::general_category(0x110000), GeneralCategory::Cn);
@@ -76,13 +75,13 @@ TEST(UnicodeData, CategoriesFollowUnicode16) {
 
 TEST(Nfc, HandWrittenCases) {
   EXPECT_EQ(to_nfc("cafe\u0301"), "caf\u00e9");
-  EXPECT_EQ(to_nfc("a\u0323\u0302"), "\u1EAD");           // reorder not needed, two steps
-  EXPECT_EQ(to_nfc("a\u0302\u0323"), "\u1EAD");           // canonical reordering first
-  EXPECT_EQ(to_nfc("\u1100\u1161\u11A8"), "\uAC01");      // Hangul L V T
-  EXPECT_EQ(to_nfc("\u0915\u093C"), "\u0915\u093C");      // U+0958 is a composition exclusion
+  EXPECT_EQ(to_nfc("a\u0323\u0302"), "\u1EAD");       // reorder not needed, two steps
+  EXPECT_EQ(to_nfc("a\u0302\u0323"), "\u1EAD");       // canonical reordering first
+  EXPECT_EQ(to_nfc("\u1100\u1161\u11A8"), "\uAC01");  // Hangul L V T
+  EXPECT_EQ(to_nfc("\u0915\u093C"), "\u0915\u093C");  // U+0958 is a composition exclusion
   EXPECT_EQ(to_nfc("\u0958"), "\u0915\u093C");
-  EXPECT_EQ(to_nfc("\u212B"), "\u00C5");                  // singleton ANGSTROM SIGN
-  EXPECT_EQ(to_nfc("\u0301a"), "\u0301a");                // leading mark stays
+  EXPECT_EQ(to_nfc("\u212B"), "\u00C5");    // singleton ANGSTROM SIGN
+  EXPECT_EQ(to_nfc("\u0301a"), "\u0301a");  // leading mark stays
   EXPECT_TRUE(is_nfc_quick("plain text \u00e9\u4e2d"));
   EXPECT_FALSE(is_nfc_quick("e\u0301"));
 }

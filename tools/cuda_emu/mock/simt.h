@@ -3,6 +3,8 @@
 // Barriers and warp collectives are sync points; the scheduler picks runnable fibers by a
 // per-warp priority that is reshuffled at every block barrier (exposes cross-warp races).
 #include <ucontext.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -11,7 +13,6 @@
 #include <functional>
 #include <random>
 #include <vector>
-#include <algorithm>
 
 #define __global__
 #define __device__
@@ -27,34 +28,49 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
-struct alignas(8) float2 { float x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) uint2 { uint32_t x, y; };
-struct alignas(16) uint4 { uint32_t x, y, z, w; };
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) uint2 {
+  uint32_t x, y;
+};
+struct alignas(16) uint4 {
+  uint32_t x, y, z, w;
+};
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
 inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
 
 namespace emu {
-struct Pending { unsigned char* dst; const unsigned char* src; int bytes; int group; };
+struct Pending {
+  unsigned char* dst;
+  const unsigned char* src;
+  int bytes;
+  int group;
+};
 struct Fiber {
   ucontext_t ctx;
   std::vector<char> stack;
   int tid = 0;
   bool done = false;
   std::vector<Pending> pending;
-  int group = 0;  // groups committed so far
+  int group = 0;                                                 // groups committed so far
   std::vector<std::pair<int, std::function<void()>>> wgmma_ops;  // (group, the product), issued, not yet waited on
-  int wgmma_groups = 0;                                            // wgmma groups committed so far
+  int wgmma_groups = 0;                                          // wgmma groups committed so far
 };
 struct Block {
   dim3 block_idx, grid_dim, block_dim;
   std::vector<Fiber> fibers;
   unsigned char* smem = nullptr;
   std::size_t smem_bytes = 0;
-  uint64_t bar_gen = 0; int bar_arrived = 0;
-  std::vector<uint64_t> warp_gen; std::vector<int> warp_arrived;
+  uint64_t bar_gen = 0;
+  int bar_arrived = 0;
+  std::vector<uint64_t> warp_gen;
+  std::vector<int> warp_arrived;
   std::vector<std::vector<uint64_t>> slots;  // [warp][lane*8 + i]
   std::vector<int> prio;                     // per warp
   std::mt19937 rng;
@@ -63,7 +79,7 @@ struct Block {
   uint64_t progress = 0;
 };
 inline Block* g_block = nullptr;
-inline int g_policy = 0;      // 0 round robin, 1 random warp priority
+inline int g_policy = 0;  // 0 round robin, 1 random warp priority
 inline bool g_eager_copies = false;
 inline uint64_t g_seed = 1;
 inline uint64_t g_launches = 0;
@@ -176,13 +192,21 @@ void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t smem_bytes, Args..
             // Nothing moved in a full pass: every fiber spins on a barrier that cannot complete.
             bool any_spin = false;
             for (auto& f : b.fibers) any_spin |= !f.done;
-            if (any_spin) { std::fprintf(stderr, "deadlock in block (%u,%u,%u)\n", bx, by, bz); std::abort(); }
+            if (any_spin) {
+              std::fprintf(stderr, "deadlock in block (%u,%u,%u)\n", bx, by, bz);
+              std::abort();
+            }
           }
         }
         for (auto& f : b.fibers)
-          if (!f.pending.empty()) { std::fprintf(stderr, "cp.async left pending at exit\n"); }
+          if (!f.pending.empty()) {
+            std::fprintf(stderr, "cp.async left pending at exit\n");
+          }
         for (auto& f : b.fibers)
-          if (!f.wgmma_ops.empty()) { std::fprintf(stderr, "wgmma left without a wait at exit\n"); std::abort(); }
+          if (!f.wgmma_ops.empty()) {
+            std::fprintf(stderr, "wgmma left without a wait at exit\n");
+            std::abort();
+          }
         g_block = nullptr;
       }
 }
@@ -221,17 +245,33 @@ inline T emu_shfl(T v, int src) {
   std::memcpy(&r, &got, sizeof(T));
   return r;
 }
-template <typename T> inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, src & 31); }
-template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) { return emu_shfl(v, (emu::lane() ^ m) & 31); }
-template <typename T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
+template <typename T>
+inline T __shfl_sync(unsigned, T v, int src) {
+  return emu_shfl(v, src & 31);
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int m) {
+  return emu_shfl(v, (emu::lane() ^ m) & 31);
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned, T v, unsigned d) {
   const int l = emu::lane();
   return emu_shfl(v, l >= static_cast<int>(d) ? l - static_cast<int>(d) : l);
 }
-template <typename T> inline T __ldg(const T* p) { return *p; }
-template <typename T> inline T __ldcs(const T* p) { return *p; }
+template <typename T>
+inline T __ldg(const T* p) {
+  return *p;
+}
+template <typename T>
+inline T __ldcs(const T* p) {
+  return *p;
+}
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
-template <typename T> inline void __stcs(T* p, T v) { *p = v; }
+template <typename T>
+inline void __stcs(T* p, T v) {
+  *p = v;
+}
 inline std::size_t __cvta_generic_to_shared(const void* p) {
   const auto* c = static_cast<const unsigned char*>(p);
   if (c < emu::g_block->smem || c >= emu::g_block->smem + emu::g_block->smem_bytes) {
@@ -241,8 +281,19 @@ inline std::size_t __cvta_generic_to_shared(const void* p) {
   return static_cast<std::size_t>(c - emu::g_block->smem);
 }
 inline unsigned char* emu_smem(uint32_t addr, int bytes) {
-  if (addr + bytes > emu::g_block->smem_bytes) { std::fprintf(stderr, "shared access out of range: %u\n", addr); std::abort(); }
+  if (addr + bytes > emu::g_block->smem_bytes) {
+    std::fprintf(stderr, "shared access out of range: %u\n", addr);
+    std::abort();
+  }
   return emu::g_block->smem + addr;
 }
-inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}

@@ -1,23 +1,22 @@
 // Decode attention: one query row per sequence against its paged KV cache, split along the keys
 // (flash-decoding) with an f32 online softmax, then a merge of the splits (attention_decode.h).
 #include "backend/cuda/attention/attention_decode.h"
-
 #include "backend/cuda/attention/attention_tiles.cuh"
+#include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
 
 namespace qwenrt::cuda {
 namespace {
 
 constexpr int kDh = kAttentionHeadDim;
 constexpr int kWarps = 2;
-constexpr int kKeysPerWarp = 16;                    // one k16 step of the P·V product
-constexpr int kTileKeys = kWarps * kKeysPerWarp;    // keys per pipeline stage
-constexpr int kStages = 3;                          // tiles in flight: two loading while one is used
+constexpr int kKeysPerWarp = 16;                  // one k16 step of the P·V product
+constexpr int kTileKeys = kWarps * kKeysPerWarp;  // keys per pipeline stage
+constexpr int kStages = 3;                        // tiles in flight: two loading while one is used
 constexpr int kTileBytes = kTileKeys * kHeadRowBytes;
 constexpr int kSmemBytes = 2 * kStages * kTileBytes;  // K and V stages: 96 KB, two blocks per SM
-constexpr int kDSteps = kDh / 16;                   // k16 steps over the head dims; also O's m16 tiles
+constexpr int kDSteps = kDh / 16;                     // k16 steps over the head dims; also O's m16 tiles
 static_assert(kDecodeSplitAlign % kTileKeys == 0, "splits are whole tiles");
 static_assert(kDecodeMinSplitKeys % kDecodeSplitAlign == 0, "the minimum split is aligned");
 static_assert(kDecodeMaxSplits <= kDh, "the merge loads one log-sum-exp per thread");
@@ -94,8 +93,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
   uint32_t qa[kDSteps][2];
   {
     const bool head = g < p.group;
-    const uint32_t* qrow = reinterpret_cast<const uint32_t*>(
-        p.q + (static_cast<int64_t>(b) * p.num_q_heads + hk * p.group + (head ? g : 0)) * kDh);
+    const uint32_t* qrow = reinterpret_cast<const uint32_t*>(p.q + (static_cast<int64_t>(b) * p.num_q_heads + hk * p.group + (head ? g : 0)) * kDh);
 #pragma unroll
     for (int k = 0; k < kDSteps; ++k) {
       qa[k][0] = head ? __ldg(qrow + 8 * k + t) : 0u;
@@ -103,9 +101,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
     }
   }
 
-  float o[kDSteps][4] = {};  // Oᵀ tile i: dims 16i+g (0,1) and 16i+8+g (2,3), heads 2t (0,2) and 2t+1 (1,3)
-  float m_run = -INFINITY;   // running max of head g's scaled scores (the same in the lane's quad)
-  float l_run = 0;           // this lane's share of head g's running sum
+  float o[kDSteps][4] = {};                  // Oᵀ tile i: dims 16i+g (0,1) and 16i+8+g (2,3), heads 2t (0,2) and 2t+1 (1,3)
+  float m_run = -INFINITY;                   // running max of head g's scaled scores (the same in the lane's quad)
+  float l_run = 0;                           // this lane's share of head g's running sum
   const int mi = lane / 8, mrow = lane % 8;  // the ldmatrix matrix and row this lane addresses
   const int key0 = warp * kKeysPerWarp;
 
@@ -171,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
 
   // Merge the warps: each leaves (max, sum, Oᵀ fragments) in shared memory, the first combines.
   cp_async_wait<0>();
-  __syncthreads();  // every stage is free to reuse
+  __syncthreads();                                // every stage is free to reuse
   float* red_m = reinterpret_cast<float*>(smem);  // [kWarps][8]
   float* red_l = red_m + kWarps * 8;              // [kWarps][8]
   float* red_o = red_l + kWarps * 8;              // [kWarps][kDSteps * 4][32]: fragment, lane
@@ -265,14 +263,13 @@ std::size_t attention_decode_workspace_bytes(int64_t batch, int num_q_heads, int
   return static_cast<std::size_t>(batch * num_q_heads * splits * (kDh + 1)) * sizeof(float);
 }
 
-void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads,
-                      int64_t max_seq_len, const PagedKv& kv, void* workspace, std::size_t workspace_bytes,
-                      __nv_bfloat16* out, cudaStream_t stream) {
+void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads, int64_t max_seq_len,
+                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream) {
   check_paged_kv(kv, "attention_decode");
   if (batch < 1 || batch > 65535) fail("attention_decode: batch ", batch, " (1 to 65535)");
   if (num_q_heads < 1 || num_q_heads % kv.num_kv_heads != 0 || num_q_heads / kv.num_kv_heads > kDecodeMaxGroup)
-    fail("attention_decode: ", num_q_heads, " query heads over ", kv.num_kv_heads, " kv heads (needs a multiple, at most ",
-         kDecodeMaxGroup, " per kv head)");
+    fail("attention_decode: ", num_q_heads, " query heads over ", kv.num_kv_heads, " kv heads (needs a multiple, at most ", kDecodeMaxGroup,
+         " per kv head)");
   if (max_seq_len < 1 || max_seq_len > static_cast<int64_t>(kv.max_blocks_per_seq) * kv.block_size)
     fail("attention_decode: max_seq_len ", max_seq_len, " (1 to the block tables' ", static_cast<int64_t>(kv.max_blocks_per_seq) * kv.block_size,
          " positions)");
@@ -294,8 +291,7 @@ void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* po
   const dim3 grid(static_cast<unsigned>(p.max_splits), static_cast<unsigned>(kv.num_kv_heads), static_cast<unsigned>(batch));
   launch_chained(attention_decode_split_kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
-  launch_chained(attention_decode_combine_kernel, dim3(static_cast<unsigned>(num_q_heads), static_cast<unsigned>(batch)), dim3(kDh), 0,
-                 stream, p);
+  launch_chained(attention_decode_combine_kernel, dim3(static_cast<unsigned>(num_q_heads), static_cast<unsigned>(batch)), dim3(kDh), 0, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -16,8 +16,8 @@
 
 namespace qwenrt::cuda {
 
-constexpr int kDecodeMaxGroup = 8;         // query heads per kv head (one n8 tensor-core tile)
-constexpr int64_t kDecodeMaxSplits = 64;   // enough blocks for B = 1 to cover the GPU at long contexts
+constexpr int kDecodeMaxGroup = 8;        // query heads per kv head (one n8 tensor-core tile)
+constexpr int64_t kDecodeMaxSplits = 64;  // enough blocks for B = 1 to cover the GPU at long contexts
 constexpr int64_t kDecodeMinSplitKeys = 128;
 constexpr int64_t kDecodeSplitAlign = 32;  // a split is whole 32-key tiles (the last one may be partial)
 
@@ -45,8 +45,7 @@ std::size_t attention_decode_shared_bytes();
 // data, not checked). q: [batch, num_q_heads, 256] bf16 from attention_prepare; qg: the projection
 // [batch, num_q_heads, 2, 256] f32 whose second half per head is the gate; out: [batch,
 // num_q_heads·256] bf16 = softmax(q·Kᵀ/16)·V · sigmoid(gate). num_q_heads / num_kv_heads <= 8.
-void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads,
-                      int64_t max_seq_len, const PagedKv& kv, void* workspace, std::size_t workspace_bytes,
-                      __nv_bfloat16* out, cudaStream_t stream);
+void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads, int64_t max_seq_len,
+                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace qwenrt::cuda

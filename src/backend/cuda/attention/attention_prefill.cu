@@ -1,22 +1,21 @@
 // Causal prefill attention over the paged cache on mma.sync tensor cores, and the choice of this or
 // the warpgroup kernel (attention_prefill_wgmma.cu) per launch (attention_prefill.h).
 #include "backend/cuda/attention/attention_prefill.h"
-
 #include "backend/cuda/attention/attention_prefill_tile.cuh"
 #include "backend/cuda/attention/attention_prefill_wgmma.h"
 #include "backend/cuda/attention/attention_tiles.cuh"
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/wgmma_probe.h"
 
 namespace qwenrt::cuda {
 namespace {
 
 using namespace prefill;
-constexpr int kQBytes = kTileRows * kHeadRowBytes;    // 64 KB
-constexpr int kKvBytes = kTileKeys * kHeadRowBytes;   // 32 KB each for K and V
-constexpr int kSmemBytes = kQBytes + 2 * kKvBytes;    // 128 KB: one block per SM
-constexpr int kDSteps = kDh / 16;                     // k16 steps of q·Kᵀ
+constexpr int kQBytes = kTileRows * kHeadRowBytes;   // 64 KB
+constexpr int kKvBytes = kTileKeys * kHeadRowBytes;  // 32 KB each for K and V
+constexpr int kSmemBytes = kQBytes + 2 * kKvBytes;   // 128 KB: one block per SM
+constexpr int kDSteps = kDh / 16;                    // k16 steps of q·Kᵀ
 
 // mma.sync version (sm_80+). The block walks the key tiles [0, the tile's last position] as
 // flash-attention 2 does: V(j) loads during q·K(j)ᵀ and the softmax, K(j+1) during P·V(j), one
@@ -31,8 +30,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_mma_kernel(P
   const int mi = lane / 8, mrow = lane % 8;  // the ldmatrix matrix and row this lane addresses
   Tile tile;
   if (!locate_tile(p, tile)) return;
-  const uint32_t q_smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), k_smem = q_smem + kQBytes,
-                 v_smem = k_smem + kKvBytes;
+  const uint32_t q_smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), k_smem = q_smem + kQBytes, v_smem = k_smem + kKvBytes;
   auto layout = [](int row, int chunk) { return swizzled(row, chunk); };
 
   copy_query_rows(q_smem, p, tile, warp, lane, layout);
@@ -91,9 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_mma_kernel(P
 
 }  // namespace
 
-bool attention_prefill_supports(PrefillKernel kernel) {
-  return kernel == PrefillKernel::Best || kernel == PrefillKernel::Mma || wgmma_available();
-}
+bool attention_prefill_supports(PrefillKernel kernel) { return kernel == PrefillKernel::Best || kernel == PrefillKernel::Mma || wgmma_available(); }
 
 std::size_t attention_prefill_shared_bytes() {
   return wgmma_available() ? attention_prefill_wgmma_shared_bytes() : static_cast<std::size_t>(kSmemBytes);
@@ -108,8 +104,8 @@ const char* prefill_kernel_name(PrefillKernel kernel) {
   return "?";
 }
 
-void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads,
-                       const PagedKv& kv, __nv_bfloat16* out, cudaStream_t stream, PrefillKernel kernel) {
+void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads, const PagedKv& kv, __nv_bfloat16* out,
+                       cudaStream_t stream, PrefillKernel kernel) {
   check_paged_kv(kv, "attention_prefill");
   if (num_q_heads < 1 || num_q_heads % kv.num_kv_heads != 0)
     fail("attention_prefill: ", num_q_heads, " query heads is not a multiple of ", kv.num_kv_heads, " kv heads");
@@ -121,7 +117,8 @@ void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWin
   if (!q || !qg || !out || !windows.first_row || !windows.positions) fail("attention_prefill: null input or output pointer");
   if (reinterpret_cast<uintptr_t>(q) % 16 != 0 || reinterpret_cast<uintptr_t>(qg) % 8 != 0 || reinterpret_cast<uintptr_t>(out) % 4 != 0)
     fail("attention_prefill: q must be 16-byte aligned, qg 8 and out 4");
-  if (!attention_prefill_supports(kernel)) fail("attention_prefill: the ", prefill_kernel_name(kernel), " kernel needs an sm_90a build on a Hopper GPU");
+  if (!attention_prefill_supports(kernel))
+    fail("attention_prefill: the ", prefill_kernel_name(kernel), " kernel needs an sm_90a build on a Hopper GPU");
   if (windows.rows == 0) return;
 
   const Params p{q, qg, windows, kv, num_q_heads, group, 1.4426950408889634f / 16.0f, out};  // log2(e)/sqrt(256)

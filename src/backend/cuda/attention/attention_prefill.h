@@ -37,7 +37,7 @@ bool attention_prefill_supports(PrefillKernel kernel);
 // Shared memory per block that the Best kernel asks for on the current GPU.
 std::size_t attention_prefill_shared_bytes();
 const char* prefill_kernel_name(PrefillKernel kernel);
-void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads,
-                       const PagedKv& kv, __nv_bfloat16* out, cudaStream_t stream, PrefillKernel kernel = PrefillKernel::Best);
+void attention_prefill(const __nv_bfloat16* q, const float* qg, const PrefillWindows& windows, int num_q_heads, const PagedKv& kv, __nv_bfloat16* out,
+                       cudaStream_t stream, PrefillKernel kernel = PrefillKernel::Best);
 
 }  // namespace qwenrt::cuda

@@ -73,8 +73,8 @@ __device__ __forceinline__ int64_t key_row_offsets(const Params& p, const Tile& 
 // The warp copies its rows of key tile kt from `pool` into the tile at `dst`; `offset(row, chunk)`
 // is the tile's layout. Lane i takes chunk i, so each instruction moves one 512-byte row.
 template <typename Layout>
-__device__ __forceinline__ void copy_key_rows(uint32_t dst, const __nv_bfloat16* pool, const Tile& tile, int kt, int64_t offsets,
-                                              int warp, int lane, Layout offset) {
+__device__ __forceinline__ void copy_key_rows(uint32_t dst, const __nv_bfloat16* pool, const Tile& tile, int kt, int64_t offsets, int warp, int lane,
+                                              Layout offset) {
 #pragma unroll
   for (int j = 0; j < kKeyRowsPerWarp; ++j) {
     const int row = warp + kWarps * j;
@@ -143,8 +143,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kScores], float (&o)[NOu
 }
 
 // out = O / l · sigmoid(gate) for the lane's rows that exist (each has key 0 unmasked, so l > 0).
-__device__ __forceinline__ void write_output(const Params& p, const Tile& tile, const float (&o)[kOut], SoftmaxRows& r, int warp, int g,
-                                             int t) {
+__device__ __forceinline__ void write_output(const Params& p, const Tile& tile, const float (&o)[kOut], SoftmaxRows& r, int warp, int g, int t) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     r.l_run[h] += __shfl_xor_sync(0xffffffffu, r.l_run[h], 1);

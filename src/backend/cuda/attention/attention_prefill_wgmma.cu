@@ -8,21 +8,20 @@
 //              imm-trans-b)
 //
 // Tile j+1 loads while tile j is multiplied, one barrier per tile.
-#include "backend/cuda/attention/attention_prefill_wgmma.h"
-
 #include "backend/cuda/attention/attention_prefill_tile.cuh"
-#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/attention/attention_prefill_wgmma.h"
 #include "backend/cuda/ptx/wgmma.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {
 
 using namespace prefill;
-constexpr int kQBytes = kTileRows * kHeadRowBytes;   // 64 KB
-constexpr int kKvBytes = kTileKeys * kHeadRowBytes;  // 32 KB per K or V buffer
+constexpr int kQBytes = kTileRows * kHeadRowBytes;         // 64 KB
+constexpr int kKvBytes = kTileKeys * kHeadRowBytes;        // 32 KB per K or V buffer
 constexpr int kSmemBytes = kQBytes + 5 * kKvBytes + 1024;  // 224 KB and room to align to 1024
-constexpr int kBlockBytesQ = kTileRows * 128;        // one 64-column block of the q tile
-constexpr int kBlockBytesKv = kTileKeys * 128;       // one 64-column block of a K or V tile
+constexpr int kBlockBytesQ = kTileRows * 128;              // one 64-column block of the q tile
+constexpr int kBlockBytesKv = kTileKeys * 128;             // one 64-column block of a K or V tile
 
 __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_wgmma_kernel(Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -83,8 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_prefill_wgmma_kernel
     // O += P·V: 16-key step kb starts 16 rows (2048 bytes) into the V tile. Not waited for here.
     wgmma_fence();
 #pragma unroll
-    for (int kb = 0; kb < kTileKeys / 16; ++kb)
-      wgmma_64x256_rs_nmajor(o, pa[kb], wgmma_desc(v_smem(kt) + kb * 16 * 128, kBlockBytesKv, 1024), 1);
+    for (int kb = 0; kb < kTileKeys / 16; ++kb) wgmma_64x256_rs_nmajor(o, pa[kb], wgmma_desc(v_smem(kt) + kb * 16 * 128, kBlockBytesKv, 1024), 1);
     wgmma_commit();
   }
   wgmma_wait<0>();

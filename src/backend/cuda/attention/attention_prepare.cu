@@ -1,9 +1,8 @@
 // The per-row step before attention: q/k head RMSNorm, RoPE, the bf16 query, and K and V written
 // into the paged cache (attention_prepare.h).
-#include "backend/cuda/attention/attention_prepare.h"
-
 #include <cmath>
 
+#include "backend/cuda/attention/attention_prepare.h"
 #include "backend/cuda/attention/attention_tiles.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
@@ -113,19 +112,22 @@ __global__ void __launch_bounds__(kWarps * 32) attention_prepare_kernel(PrepareP
 
 }  // namespace
 
-void attention_prepare(const AttentionRows& rows, const float* qg, const float* k, const float* v, int num_q_heads,
-                       const QkNormRope& norm, const PagedKv& kv, __nv_bfloat16* q_out, cudaStream_t stream) {
+void attention_prepare(const AttentionRows& rows, const float* qg, const float* k, const float* v, int num_q_heads, const QkNormRope& norm,
+                       const PagedKv& kv, __nv_bfloat16* q_out, cudaStream_t stream) {
   check_paged_kv(kv, "attention_prepare");
   if (rows.count < 0 || rows.count > (1ll << 31) - 1) fail("attention_prepare: ", rows.count, " rows");
   if (num_q_heads < 1 || num_q_heads % kv.num_kv_heads != 0)
     fail("attention_prepare: ", num_q_heads, " query heads is not a multiple of ", kv.num_kv_heads, " kv heads");
   if (norm.rotary_dim < 16 || norm.rotary_dim > kDh || norm.rotary_dim % 16 != 0)
     fail("attention_prepare: rotary_dim ", norm.rotary_dim, " (needs a multiple of 16 up to ", kDh, ")");
-  if (!(norm.eps > 0) || !(norm.theta > 1)) fail("attention_prepare: eps ", norm.eps, " and rope theta ", norm.theta, " must be positive (theta > 1)");
+  if (!(norm.eps > 0) || !(norm.theta > 1))
+    fail("attention_prepare: eps ", norm.eps, " and rope theta ", norm.theta, " must be positive (theta > 1)");
   if (!qg || !k || !v || !norm.q_norm || !norm.k_norm || !q_out || !rows.positions || !rows.seq)
     fail("attention_prepare: null input or output pointer");
-  if ((reinterpret_cast<uintptr_t>(qg) | reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
-       reinterpret_cast<uintptr_t>(norm.q_norm) | reinterpret_cast<uintptr_t>(norm.k_norm) | reinterpret_cast<uintptr_t>(q_out)) % 16 != 0)
+  if ((reinterpret_cast<uintptr_t>(qg) | reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) | reinterpret_cast<uintptr_t>(norm.q_norm) |
+       reinterpret_cast<uintptr_t>(norm.k_norm) | reinterpret_cast<uintptr_t>(q_out)) %
+          16 !=
+      0)
     fail("attention_prepare: inputs and q_out must be 16-byte aligned");
   if (rows.count == 0) return;
 
@@ -136,8 +138,7 @@ void attention_prepare(const AttentionRows& rows, const float* qg, const float* 
     p.inv_freq.f[d] = 1.0f / std::pow(base, static_cast<float>(2 * d) / static_cast<float>(norm.rotary_dim));
   // Rows that fill the GPU several times over: one block each.
   constexpr int64_t kSpreadRows = 512;
-  const unsigned head_blocks =
-      rows.count >= kSpreadRows ? 1u : static_cast<unsigned>((num_q_heads + 2 * kv.num_kv_heads + kWarps - 1) / kWarps);
+  const unsigned head_blocks = rows.count >= kSpreadRows ? 1u : static_cast<unsigned>((num_q_heads + 2 * kv.num_kv_heads + kWarps - 1) / kWarps);
   launch_chained(attention_prepare_kernel, dim3(static_cast<unsigned>(rows.count), head_blocks), dim3(kWarps * 32), 0, stream, p);
   QWENRT_CUDA_CHECK_LAUNCH();
 }

@@ -35,7 +35,7 @@ struct QkNormRope {
 // k, v: [rows, num_kv_heads, 256] f32. Writes q_out [rows, num_q_heads, 256] bf16 and K/V of every
 // row into kv. All f32 inputs 16-byte aligned. A position outside the sequence's block table, or a
 // table entry outside the pool, traps the kernel rather than writing past the cache.
-void attention_prepare(const AttentionRows& rows, const float* qg, const float* k, const float* v, int num_q_heads,
-                       const QkNormRope& norm, const PagedKv& kv, __nv_bfloat16* q_out, cudaStream_t stream);
+void attention_prepare(const AttentionRows& rows, const float* qg, const float* k, const float* v, int num_q_heads, const QkNormRope& norm,
+                       const PagedKv& kv, __nv_bfloat16* q_out, cudaStream_t stream);
 
 }  // namespace qwenrt::cuda

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention/paged_kv.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/attention/paged_kv.h"
 
 namespace qwenrt::cuda {
 
@@ -25,9 +25,7 @@ __device__ __forceinline__ int64_t paged_offset(const PagedKv& kv, const int32_t
 // those all sit in the same four banks. XOR-ing the chunk index with the row's low three bits puts
 // the 8 chunks in 8 different bank groups. Returns the byte offset of (row, chunk).
 constexpr int kHeadRowBytes = kAttentionHeadDim * 2;
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
-  return static_cast<uint32_t>(row * kHeadRowBytes + ((chunk ^ (row & 7)) << 4));
-}
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) { return static_cast<uint32_t>(row * kHeadRowBytes + ((chunk ^ (row & 7)) << 4)); }
 
 // The calling warp copies one head row (512 bytes) into row `row` of a swizzled tile; lane i takes
 // chunk i, so each copy instruction moves one contiguous row.

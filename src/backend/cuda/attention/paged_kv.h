@@ -33,8 +33,8 @@ inline void check_paged_kv(const PagedKv& kv, const char* who) {
   if ((reinterpret_cast<uintptr_t>(kv.k) | reinterpret_cast<uintptr_t>(kv.v)) % 16 != 0) fail(who, ": KV pools are not 16-byte aligned");
   if (kv.head_dim != kAttentionHeadDim) fail(who, ": head_dim ", kv.head_dim, " (only ", kAttentionHeadDim, " is built)");
   if (kv.num_kv_heads < 1 || kv.block_size < 1 || kv.num_blocks < 1 || kv.max_blocks_per_seq < 1)
-    fail(who, ": KV cache with ", kv.num_kv_heads, " kv heads, ", kv.num_blocks, " blocks of ", kv.block_size, " positions, ",
-         kv.max_blocks_per_seq, " blocks per sequence (all must be >= 1)");
+    fail(who, ": KV cache with ", kv.num_kv_heads, " kv heads, ", kv.num_blocks, " blocks of ", kv.block_size, " positions, ", kv.max_blocks_per_seq,
+         " blocks per sequence (all must be >= 1)");
 }
 
 }  // namespace qwenrt::cuda

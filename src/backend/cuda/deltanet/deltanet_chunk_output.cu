@@ -1,10 +1,9 @@
 // The `output` kernel of the chunked DeltaNet window (deltanet_prefill.h).
 #include "backend/cuda/deltanet/deltanet_chunk_output.h"
-
-#include "backend/cuda/runtime/chained_launch.h"
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/deltanet/deltanet_chunks.cuh"
 #include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
@@ -135,7 +134,7 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) d[nt][i] = -d[nt][i];  // Δ
-  __syncthreads();  // S₀ and W read by all: Δ into S₀'s place, K into W's
+  __syncthreads();                                     // S₀ and W read by all: Δ into S₀'s place, K into W's
   copy_tile_async<kC, kD>(&sm.k[0][0], kLd128, work.kn + qk_tile, kD);
   cp_async_commit();
 #pragma unroll
@@ -182,10 +181,8 @@ __global__ void __launch_bounds__(kOutputThreads, 2) output_kernel(const DeltaNe
   for (int e = tid; e < ch.rows * (kD / 4); e += kOutputThreads) {
     const int r = e / (kD / 4), c4 = 4 * (e % (kD / 4));
     const float* src = p.z + (ch.first_row + r) * p.ld_z + int64_t{hv} * kD + c4;
-    if (z_async)
-      cp_async16(zs + r * kLdZ + c4, src);
-    else
-      *reinterpret_cast<float4*>(zs + r * kLdZ + c4) = make_float4(src[0], src[1], src[2], src[3]);
+    if (z_async) cp_async16(zs + r * kLdZ + c4, src);
+    else *reinterpret_cast<float4*>(zs + r * kLdZ + c4) = make_float4(src[0], src[1], src[2], src[3]);
   }
   cp_async_commit();
   __nv_bfloat16* const phi = &sm.k[0][0];

@@ -1,9 +1,8 @@
 // The `prepare` and `ring` kernels of the chunked DeltaNet window (deltanet_prefill.h).
 #include "backend/cuda/deltanet/deltanet_chunk_prepare.h"
-
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/deltanet/deltanet_chunks.cuh"
 #include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
@@ -16,7 +15,7 @@ namespace {
 constexpr int kPrepareThreads = 256;
 constexpr int kPrepareBlocksPerSm = 2;
 constexpr int kConvRows = kC / (kPrepareThreads / 32);  // chunk rows per warp in the conv
-constexpr int kLdPartial = 16 + 4;  // floats: B fragments read from it without bank conflicts
+constexpr int kLdPartial = 16 + 4;                      // floats: B fragments read from it without bank conflicts
 // A value head makes L and T first, then Y in their place: L and T are dead once T is rounded, and Y
 // is only needed from U on. The room this leaves at two blocks per multiprocessor holds the next
 // value head's pre-conv v rows, copied in while the current head is worked on.
@@ -33,8 +32,8 @@ struct PrepareSmem {
     } y;
     alignas(16) uint32_t frag[kC * kD / 2];  // at the start: K_lo's fragments, staged likewise
   };
-  alignas(16) float v_rows[kC + K - 1][kD];  // a value head's pre-conv v rows, copied in ahead
-  alignas(16) __nv_bfloat16 tb[kC][kLd64];  // T rounded for the products
+  alignas(16) float v_rows[kC + K - 1][kD];      // a value head's pre-conv v rows, copied in ahead
+  alignas(16) __nv_bfloat16 tb[kC][kLd64];       // T rounded for the products
   alignas(16) float partial[3][16][kLdPartial];  // T's block rows: Σ L_ik T_kj of blocks j < i
   float beta[kC], gcum[kC];
 };
@@ -43,8 +42,7 @@ static_assert(sizeof(PrepareSmem) <= 113 * 1024, "two blocks per multiprocessor 
 // Where pre-conv row r of the chunk (−(K − 1) <= r < kC) comes from: the span's qkv row, the ring
 // before the span (ring row = position mod K), or nowhere (zero: past the chunk's end, or before
 // position 0). The ring is only read in this kernel (ring_kernel writes it afterwards).
-__device__ __forceinline__ const float* pre_conv_row(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int r,
-                                                     int64_t conv_dim) {
+__device__ __forceinline__ const float* pre_conv_row(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int r, int64_t conv_dim) {
   if (r >= ch.rows) return nullptr;
   if (ch.first_row + r >= sp.first_row) return p.qkv + int64_t{ch.first_row + r} * p.ld_qkv;
   const int pos = sp.start_position + (ch.first_row + r - sp.first_row);
@@ -54,8 +52,8 @@ __device__ __forceinline__ const float* pre_conv_row(const DeltaNetDecodeArgs& p
 // The pre-conv rows of 4 channels (chn0..chn0+3) that warp `warp` convolves: x[i] is chunk row
 // kConvRows·w + i − (K − 1). All are requested before any is used, so the loads are in flight
 // together.
-__device__ __forceinline__ void conv_load(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
-                                          int64_t chn0, int64_t conv_dim, float4 (&x)[kConvRows + K - 1]) {
+__device__ __forceinline__ void conv_load(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp, int64_t chn0,
+                                          int64_t conv_dim, float4 (&x)[kConvRows + K - 1]) {
 #pragma unroll
   for (int i = 0; i < kConvRows + K - 1; ++i) {
     const float* row = pre_conv_row(p, sp, ch, kConvRows * warp - (K - 1) + i, conv_dim);
@@ -65,8 +63,8 @@ __device__ __forceinline__ void conv_load(const DeltaNetDecodeArgs& p, const Spa
 
 // The same rows for all 128 channels of value head hv, as asynchronous copies into `rows` (row j is
 // chunk row j − (K − 1)), one commit group.
-__device__ __forceinline__ void request_v_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int hv,
-                                               int64_t key_dim, int64_t conv_dim, float (&rows)[kC + K - 1][kD]) {
+__device__ __forceinline__ void request_v_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int hv, int64_t key_dim,
+                                               int64_t conv_dim, float (&rows)[kC + K - 1][kD]) {
   const int64_t chn0 = 2 * key_dim + int64_t{hv} * kD;
   constexpr int kPieces = kD / 4;  // 16-byte pieces per row
   for (int e = threadIdx.x; e < (kC + K - 1) * kPieces; e += blockDim.x) {
@@ -85,13 +83,12 @@ __device__ __forceinline__ void conv_load_copied(const float (&rows)[kC + K - 1]
 
 // Conv + SiLU in place over the rows conv_load gives: y[i] becomes chunk row kConvRows·w + i (zero
 // past the chunk's end) for i < kConvRows.
-__device__ __forceinline__ void conv_apply(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int warp, int64_t chn0,
-                                           float4 (&y)[kConvRows + K - 1]) {
+__device__ __forceinline__ void conv_apply(const DeltaNetDecodeArgs& p, const ChunkMeta& ch, int warp, int64_t chn0, float4 (&y)[kConvRows + K - 1]) {
   const int r0 = kConvRows * warp;
   float4 w[4];  // w[c] = the K taps of channel chn0 + c, oldest first
 #pragma unroll
   for (int c = 0; c < 4; ++c) w[c] = __ldg(reinterpret_cast<const float4*>(p.conv_w) + chn0 + c);
-  // In place: output row i reads pre-conv rows i..i+K−1, and overwrites row i once it is done.
+    // In place: output row i reads pre-conv rows i..i+K−1, and overwrites row i once it is done.
 #pragma unroll
   for (int i = 0; i < kConvRows; ++i) {
     const float4 a = y[i], b = y[i + 1], c = y[i + 2], d = y[i + 3];
@@ -105,8 +102,8 @@ __device__ __forceinline__ void conv_apply(const DeltaNetDecodeArgs& p, const Ch
 }
 
 // Both: conv + SiLU of 4 channels over the warp's kConvRows rows.
-__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp,
-                                          int64_t chn0, int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
+__device__ __forceinline__ void conv_rows(const DeltaNetDecodeArgs& p, const SpanMeta& sp, const ChunkMeta& ch, int warp, int64_t chn0,
+                                          int64_t conv_dim, float4 (&y)[kConvRows + K - 1]) {
   conv_load(p, sp, ch, warp, chn0, conv_dim, y);
   conv_apply(p, ch, warp, chn0, y);
 }
@@ -142,9 +139,7 @@ __device__ __forceinline__ GateInputs load_gate_inputs(const DeltaNetDecodeArgs&
   return in;
 }
 __device__ __forceinline__ float beta_of(const GateInputs& in) { return in.in_chunk ? sigmoid(in.b) : 0.0f; }
-__device__ __forceinline__ float log_decay_of(const GateInputs& in) {
-  return in.in_chunk ? in.neg_exp_a * softplus(in.a + in.dt_bias) : 0.0f;
-}
+__device__ __forceinline__ float log_decay_of(const GateInputs& in) { return in.in_chunk ? in.neg_exp_a * softplus(in.a + in.dt_bias) : 0.0f; }
 
 // One 16×16×16 step of a product of f32 tiles in shared memory on the tensor cores, each operand
 // split hi + lo (hi·hi + lo·hi + hi·lo: ~16 bits, far below the bf16 rounding T gets before its
@@ -178,8 +173,7 @@ __device__ __forceinline__ void mma_f32_split(float (&acc)[2][4], const float* a
 // 16-steps k < 16(rb+1) only: T is lower triangular. With kLo, B is b_tile + b_lo_tile, each
 // step's hi product before its lo one (U = T (Y_hi + Y_lo)).
 template <bool kLo>
-__device__ __forceinline__ void times_t(float (&acc)[8][4], uint32_t t_tile, uint32_t b_tile, uint32_t b_lo_tile, int rb, int cb,
-                                        int lane) {
+__device__ __forceinline__ void times_t(float (&acc)[8][4], uint32_t t_tile, uint32_t b_tile, uint32_t b_lo_tile, int rb, int cb, int lane) {
   for (int k0 = 0; k0 < 16 * (rb + 1); k0 += 16) {
     uint32_t a[4];
     load_a(a, t_tile, kLd64, 16 * rb, k0, lane);
@@ -346,8 +340,7 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
       if (warp < bi) {
         const int bj = warp;
         float acc[2][4] = {};
-        for (int kb = bj; kb < bi; ++kb)
-          mma_f32_split(acc, &sm.tri.l[16 * bi][16 * kb], kLdTri, &sm.tri.ti[16 * kb][16 * bj], kLdTri, lane);
+        for (int kb = bj; kb < bi; ++kb) mma_f32_split(acc, &sm.tri.l[16 * bi][16 * kb], kLdTri, &sm.tri.ti[16 * kb][16 * bj], kLdTri, lane);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
           *reinterpret_cast<float2*>(&sm.partial[bj][g][8 * n + 2 * t]) = make_float2(acc[n][0], acc[n][1]);
@@ -451,7 +444,7 @@ __global__ void __launch_bounds__(kPrepareThreads, kPrepareBlocksPerSm) prepare_
 __global__ void ring_kernel(const DeltaNetDecodeArgs p, const Work work) {
   const SpanMeta sp = work.spans[blockIdx.x];
   const int pos = sp.start_position + sp.rows - K + static_cast<int>(blockIdx.y);  // the last K positions
-  if (pos < sp.start_position) return;  // before the span: the ring already holds it
+  if (pos < sp.start_position) return;                                             // before the span: the ring already holds it
   const int64_t conv_dim = 2 * int64_t{p.nk} * kD + int64_t{p.nv} * kD;
   const float4* src = reinterpret_cast<const float4*>(p.qkv + int64_t{sp.first_row + pos - sp.start_position} * p.ld_qkv);
   float4* dst = reinterpret_cast<float4*>(p.conv_state + int64_t{sp.slot} * p.conv_slot_stride + (pos % K) * conv_dim);

@@ -1,13 +1,12 @@
 // The `state` kernel of the chunked DeltaNet window (deltanet_prefill.h).
-#include "backend/cuda/deltanet/deltanet_chunk_state.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/deltanet/deltanet_chunk_state.h"
 #include "backend/cuda/deltanet/deltanet_chunk_state_wgmma.h"
 #include "backend/cuda/deltanet/deltanet_chunks.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/runtime_options.h"
 #include "backend/cuda/runtime/wgmma_probe.h"
 
@@ -20,11 +19,15 @@ namespace {
 // copy, remade at each chunk's start.
 
 template <int kSlice>
-constexpr int state_threads() { return 32 * (kSlice / 4); }  // 8 warps per 32 columns
+constexpr int state_threads() {
+  return 32 * (kSlice / 4);
+}  // 8 warps per 32 columns
 // Row stride of the [·][kSlice] state and Δ tiles (bf16, kSlice + 8: 16 bytes more than a multiple
 // of 128, as kLd128) and of the U slice (f32).
 template <int kSlice>
-constexpr int slice_ld() { return kSlice + 8; }
+constexpr int slice_ld() {
+  return kSlice + 8;
+}
 
 // One chunk's inputs. Two of them: chunk c+1's arrive while chunk c is worked on (109 KiB in all
 // with S₀ and the weighted Δ at 32 columns: two blocks per multiprocessor; 141 KiB at 64: one).
@@ -232,12 +235,9 @@ std::size_t state_shared_bytes(int nv) {
 
 void launch_state(const DeltaNetDecodeArgs& p, const Work& work, int spans, cudaStream_t stream) {
   if (work.slices * state_slice_columns(p.nv) != kD) fail("deltanet_prefill: the window's state slices do not match its heads");
-  if (state_on_wgmma(p.nv))
-    launch_state_wgmma(p, work, spans, stream);
-  else if (state_slice_columns(p.nv) == 64)
-    launch_state_slices<64>(p, work, spans, stream);
-  else
-    launch_state_slices<32>(p, work, spans, stream);
+  if (state_on_wgmma(p.nv)) launch_state_wgmma(p, work, spans, stream);
+  else if (state_slice_columns(p.nv) == 64) launch_state_slices<64>(p, work, spans, stream);
+  else launch_state_slices<32>(p, work, spans, stream);
 }
 
 }  // namespace qwenrt::cuda::deltanet_chunks

@@ -18,16 +18,15 @@
 // Two warpgroups rather than four: the same tensor rate (they share the multiprocessor's), and
 // room for S, Δ and the fragments in registers without spilling.
 #include "backend/cuda/deltanet/deltanet_chunk_state_wgmma.h"
-
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/deltanet/deltanet_chunks.cuh"
 #include "backend/cuda/ptx/wgmma.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda::deltanet_chunks {
 namespace {
 
 constexpr int kSlice = 64;
-constexpr int kThreads = 256;    // two warpgroups
+constexpr int kThreads = 256;     // two warpgroups
 constexpr int kLdU = kSlice + 8;  // floats
 
 // Tiles wgmma reads are 128-byte-swizzled (wgmma_layout.cuh) and start on 1024-byte boundaries;
@@ -40,9 +39,9 @@ struct WgmmaStateInputs {
   alignas(16) uint4 klo[kC * kD / 8];  // K_loᵀ's A fragments in lane order, as `prepare` lays them out
 };
 struct WgmmaStateSmem {
-  WgmmaStateInputs in[2];                       // chunk c+1's arrive while chunk c is worked on
-  alignas(1024) __nv_bfloat16 h[kD * kSlice];   // S₀ [128 i][64 j], rounded: one column block
-  alignas(1024) __nv_bfloat16 dt[kSlice * kC];  // (Δ rows times e^{G_C−G_t})ᵀ [64 j][64 t], hi
+  WgmmaStateInputs in[2];                         // chunk c+1's arrive while chunk c is worked on
+  alignas(1024) __nv_bfloat16 h[kD * kSlice];     // S₀ [128 i][64 j], rounded: one column block
+  alignas(1024) __nv_bfloat16 dt[kSlice * kC];    // (Δ rows times e^{G_C−G_t})ᵀ [64 j][64 t], hi
   alignas(1024) __nv_bfloat16 dtlo[kSlice * kC];  // ... lo
 };
 constexpr std::size_t kSmemBytes = sizeof(WgmmaStateSmem) + 1024;  // and room to align to 1024
@@ -113,9 +112,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
       *reinterpret_cast<uint32_t*>(h_bytes + wgmma_tile_offset(kD, srow, col / 8) + within) = pack_bf16(s[4 * j + 0], s[4 * j + 1]);
       *reinterpret_cast<uint32_t*>(h_bytes + wgmma_tile_offset(kD, srow + 8, col / 8) + within) = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
     }
-    cp_async_wait<0>();          // this chunk's inputs, the only group in flight
-    fence_proxy_async_shared();  // ... and S₀ visible to the products' reads
-    __syncthreads();             // ... for every thread; the previous chunk all done
+    cp_async_wait<0>();                                                      // this chunk's inputs, the only group in flight
+    fence_proxy_async_shared();                                              // ... and S₀ visible to the products' reads
+    __syncthreads();                                                         // ... for every thread; the previous chunk all done
     if (ci > 0 && tid == 0) signal_ready(work.ready + (c - 1) * p.nv + hv);  // its snapshot is stored
     // Warpgroup 0 goes straight to Δ; warpgroup 1 requests chunk c+1 (into the buffer chunk c−1 left,
     // past the barrier) and stores S₀ to the workspace for `output`: 128 rows of 128 bytes.
@@ -165,8 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const DeltaNet
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk)
-        wgmma_64x64_ss_nmajor(d, wgmma_desc(w_tile + (kk / 4) * kC * 128 + (kk % 4) * 32, 16, 1024),
-                              wgmma_desc(h_tile + kk * 16 * 128, 16, 1024), 1);
+        wgmma_64x64_ss_nmajor(d, wgmma_desc(w_tile + (kk / 4) * kC * 128 + (kk % 4) * 32, 16, 1024), wgmma_desc(h_tile + kk * 16 * 128, 16, 1024), 1);
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_hold(d);

@@ -12,17 +12,16 @@
 
 namespace qwenrt::cuda::deltanet_chunks {
 
-constexpr int kC = kDeltaNetChunk;             // rows per chunk
-constexpr int kD = kDeltaNetDecodeHeadDim;     // dk = dv
-constexpr int K = kDeltaNetDecodeConvKernel;   // conv taps
+constexpr int kC = kDeltaNetChunk;            // rows per chunk
+constexpr int kD = kDeltaNetDecodeHeadDim;    // dk = dv
+constexpr int K = kDeltaNetDecodeConvKernel;  // conv taps
 static_assert(K == 4, "the conv below keeps the K−1 previous rows in three registers");
-
 
 // Row strides (elements) of the shared-memory bf16 tiles the products read with ldmatrix: each of
 // its 8×8 matrices is 16 bytes from each of 8 consecutive rows, and a row stride of 16 bytes more
 // than a multiple of 128 puts those in 8 different bank groups. Every row starts 16-byte aligned.
-constexpr int kLd128 = kD + 8;       // [·][128] tiles: 272 bytes
-constexpr int kLd64 = kC + 8;        // [·][64] tiles: 144 bytes
+constexpr int kLd128 = kD + 8;  // [·][128] tiles: 272 bytes
+constexpr int kLd64 = kC + 8;   // [·][64] tiles: 144 bytes
 // Row strides (floats) of the f32 tiles read element by element: the triangular matrices of
 // `prepare`.
 constexpr int kLdTri = kC + 4;
@@ -48,19 +47,19 @@ struct ChunkMeta {
 struct Work {
   const SpanMeta* spans;
   const ChunkMeta* chunks;
-  __nv_bfloat16* qn;     // [C][nk][64][128] normalised, scaled q, rounded (hi)
-  __nv_bfloat16* kn;     // [C][nk][64][128] normalised k, rounded (hi)
-  __nv_bfloat16* qlo;    // [C][nk][64][128] q − hi, rounded (lo): q ≈ hi + lo to ~16 bits
-  __nv_bfloat16* klo;    // [C][nk][64][128] k − hi, rounded (lo)
-  uint32_t* klo_frag;    // [C][nk][4][8][32][4] the same as `state` reads it: A fragments of K_loᵀ
-                         // (rows 16ks.., columns 16w..) in lane order, one 16-byte load per lane
-  __nv_bfloat16* w;      // [C][nv][64][128] W = T diag(βγ) K
-  float* u;              // [C][nv][64][128] U = T diag(β) V (read by `state`, then by `output`)
-  float* gcum;           // [C][nv][64] cumulative log decay G_t
-  __nv_bfloat16* h;      // [C][nv][128][128] the state at each chunk's start
-  int32_t* ready;        // [C][nv] state slices done with the chunk (snapshot stored; for a span's last
-                         // chunk, also the final state): `output` starts on a chunk at `slices`
-  int32_t slices;        // kD / state_slice_columns(nv)
+  __nv_bfloat16* qn;   // [C][nk][64][128] normalised, scaled q, rounded (hi)
+  __nv_bfloat16* kn;   // [C][nk][64][128] normalised k, rounded (hi)
+  __nv_bfloat16* qlo;  // [C][nk][64][128] q − hi, rounded (lo): q ≈ hi + lo to ~16 bits
+  __nv_bfloat16* klo;  // [C][nk][64][128] k − hi, rounded (lo)
+  uint32_t* klo_frag;  // [C][nk][4][8][32][4] the same as `state` reads it: A fragments of K_loᵀ
+                       // (rows 16ks.., columns 16w..) in lane order, one 16-byte load per lane
+  __nv_bfloat16* w;    // [C][nv][64][128] W = T diag(βγ) K
+  float* u;            // [C][nv][64][128] U = T diag(β) V (read by `state`, then by `output`)
+  float* gcum;         // [C][nv][64] cumulative log decay G_t
+  __nv_bfloat16* h;    // [C][nv][128][128] the state at each chunk's start
+  int32_t* ready;      // [C][nv] state slices done with the chunk (snapshot stored; for a span's last
+                       // chunk, also the final state): `output` starts on a chunk at `slices`
+  int32_t slices;      // kD / state_slice_columns(nv)
 };
 
 #ifdef __CUDACC__
@@ -69,9 +68,7 @@ struct Work {
 // matrix l/8, and receives (plain) row g, columns 2t..2t+1 of each matrix, or (trans) rows
 // 2t..2t+1, column g; g = lane/4, t = lane%4.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t tile_at(uint32_t tile, int ld, int row, int col) {
-  return tile + 2u * static_cast<uint32_t>(row * ld + col);
-}
+__device__ __forceinline__ uint32_t tile_at(uint32_t tile, int ld, int row, int col) { return tile + 2u * static_cast<uint32_t>(row * ld + col); }
 // A of the 16×16 step at (m0, k0), A(m, k) = tile[m][k]. Matrices: (m0, k0), (m0+8, k0),
 // (m0, k0+8), (m0+8, k0+8) = a0..a3.
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int ld, int m0, int k0, int lane) {

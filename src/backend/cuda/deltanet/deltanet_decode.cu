@@ -1,11 +1,10 @@
 // One Gated DeltaNet decode step in one fused kernel: conv, q/k normalisation, gates and the
 // recurrent state update, one new row per sequence (deltanet_decode.h).
 #include "backend/cuda/deltanet/deltanet_decode.h"
-
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/ptx/gate_math.cuh"
 
 namespace qwenrt::cuda {
 namespace {
@@ -21,9 +20,9 @@ constexpr int kDk = kDeltaNetDecodeHeadDim, kDv = kDeltaNetDecodeHeadDim, K = kD
 // 128 KB of state loads in flight per SM, several times what keeps HBM busy.
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kColGroups = kDv / 4;                   // 32 float4 columns
-constexpr int kRowGroups = kThreads / kColGroups;     // 4
-constexpr int kRowsPerThread = kDk / kRowGroups;      // 32 float4 in registers
+constexpr int kColGroups = kDv / 4;                // 32 float4 columns
+constexpr int kRowGroups = kThreads / kColGroups;  // 4
+constexpr int kRowsPerThread = kDk / kRowGroups;   // 32 float4 in registers
 // The prologue gives thread t channel t of q, of k and of v.
 static_assert(kThreads == kDk && kThreads == kDv, "one thread per q/k/v channel in the prologue");
 static_assert(kColGroups % 8 == 0 && kRowGroups == 4, "a warp is 8 column groups x 4 row groups");
@@ -82,8 +81,7 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
 
   // Read once and written once per step, so the state is streamed (evict-first) rather than kept in
   // L2. Row 4r + rg of this thread's float4 column is state4[r · kDv]: one base, constant offsets.
-  float4* state4 = reinterpret_cast<float4*>(p.rec_state + slot * p.rec_slot_stride + static_cast<int64_t>(hv) * kDk * kDv +
-                                             rg * kDv + 4 * cg);
+  float4* state4 = reinterpret_cast<float4*>(p.rec_state + slot * p.rec_slot_stride + static_cast<int64_t>(hv) * kDk * kDv + rg * kDv + 4 * cg);
   float4 s[kRowsPerThread];
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) s[r] = __ldcs(state4 + r * kDv);
@@ -199,17 +197,16 @@ void deltanet_decode(const DeltaNetDecodeArgs& a, cudaStream_t stream) {
   if (a.nk < 1 || a.nv < 1 || a.nv % a.nk != 0)
     fail("deltanet_decode: ", a.nv, " value heads over ", a.nk, " key heads; needs nk >= 1 and nv a multiple of nk");
   if (a.K != K) fail("deltanet_decode: conv kernel size ", a.K, " is not supported; the kernel is built for K = ", K);
-  if (!a.qkv || !a.z || !a.b || !a.a || !a.conv_w || !a.neg_exp_a || !a.dt_bias || !a.norm_w || !a.conv_state ||
-      !a.rec_state || !a.slots || !a.positions || !a.out)
+  if (!a.qkv || !a.z || !a.b || !a.a || !a.conv_w || !a.neg_exp_a || !a.dt_bias || !a.norm_w || !a.conv_state || !a.rec_state || !a.slots ||
+      !a.positions || !a.out)
     fail("deltanet_decode: a null pointer among the arguments");
   const int64_t key_dim = int64_t{a.nk} * a.dk, value_dim = int64_t{a.nv} * a.dv, conv_dim = 2 * key_dim + value_dim;
   if (a.ld_qkv < conv_dim || a.ld_z < value_dim || a.ld_ba < a.nv || a.ld_out < value_dim)
-    fail("deltanet_decode: row strides qkv ", a.ld_qkv, ", z ", a.ld_z, ", b/a ", a.ld_ba, ", out ", a.ld_out,
-         " must be at least conv_dim ", conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
+    fail("deltanet_decode: row strides qkv ", a.ld_qkv, ", z ", a.ld_z, ", b/a ", a.ld_ba, ", out ", a.ld_out, " must be at least conv_dim ",
+         conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
   if (a.conv_slot_stride < a.K * conv_dim)
     fail("deltanet_decode: conv slot stride ", a.conv_slot_stride, " is less than K x conv_dim = ", a.K * conv_dim);
-  if (a.rec_slot_stride < a.nv * int64_t{a.dk} * a.dv || a.rec_slot_stride % 4 != 0 ||
-      reinterpret_cast<uintptr_t>(a.rec_state) % 16 != 0)
+  if (a.rec_slot_stride < a.nv * int64_t{a.dk} * a.dv || a.rec_slot_stride % 4 != 0 || reinterpret_cast<uintptr_t>(a.rec_state) % 16 != 0)
     fail("deltanet_decode: recurrent state needs 16-byte alignment and a slot stride that is a multiple of 4 and at least nv x dk x dv = ",
          a.nv * int64_t{a.dk} * a.dv, " (got ", a.rec_slot_stride, ")");
   if (!(a.eps >= 0)) fail("deltanet_decode: eps ", a.eps, " must be >= 0");

@@ -1,15 +1,14 @@
 // A window of rows through a Gated DeltaNet layer: the chunk metadata, the workspace layout and the
 // four launches of the chunked kernels (deltanet_prefill.h, deltanet_chunks.cuh).
-#include "backend/cuda/deltanet/deltanet_prefill.h"
-
 #include <algorithm>
 #include <set>
 
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/deltanet/deltanet_chunk_output.h"
 #include "backend/cuda/deltanet/deltanet_chunk_prepare.h"
 #include "backend/cuda/deltanet/deltanet_chunk_state.h"
 #include "backend/cuda/deltanet/deltanet_chunks.cuh"
+#include "backend/cuda/deltanet/deltanet_prefill.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -56,25 +55,21 @@ std::size_t deltanet_prefill_shared_bytes(int nv) {
   return std::max({deltanet_chunks::prepare_shared_bytes(), deltanet_chunks::state_shared_bytes(nv), deltanet_chunks::output_shared_bytes()});
 }
 
-std::size_t deltanet_prefill_workspace_bytes(const std::vector<DeltaNetSpan>& spans, int nk, int nv) {
-  return plan(spans, nk, nv).total;
-}
+std::size_t deltanet_prefill_workspace_bytes(const std::vector<DeltaNetSpan>& spans, int nk, int nv) { return plan(spans, nk, nv).total; }
 
-DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int nk, int nv, void* workspace,
-                                    std::size_t workspace_bytes, cudaStream_t stream) {
+DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int nk, int nv, void* workspace, std::size_t workspace_bytes,
+                                    cudaStream_t stream) {
   if (spans.empty() || spans.size() > 65535) fail("deltanet_prefill: ", spans.size(), " spans; it takes 1 to 65535");
   std::set<int32_t> slots;
   for (const auto& s : spans) {
     if (s.rows < 1 || s.first_row < 0 || s.start_position < 0 || s.slot < 0 || int64_t{s.start_position} + s.rows > INT32_MAX)
-      fail("deltanet_prefill: bad span (first row ", s.first_row, ", ", s.rows, " rows, start position ", s.start_position, ", slot ",
-           s.slot, ")");
+      fail("deltanet_prefill: bad span (first row ", s.first_row, ", ", s.rows, " rows, start position ", s.start_position, ", slot ", s.slot, ")");
     if (!slots.insert(s.slot).second) fail("deltanet_prefill: two spans share cache slot ", s.slot);
   }
   if (nk < 1 || nv < 1) fail("deltanet_prefill: ", nk, " key heads and ", nv, " value heads");
   const WorkLayout L = plan(spans, nk, nv);
   if (L.n_chunks > 65535) fail("deltanet_prefill: ", L.n_chunks, " chunks of ", kC, " rows in one window; it takes at most 65535");
-  if (!workspace || workspace_bytes < L.total)
-    fail("deltanet_prefill: workspace of ", workspace_bytes, " bytes; the window needs ", L.total);
+  if (!workspace || workspace_bytes < L.total) fail("deltanet_prefill: workspace of ", workspace_bytes, " bytes; the window needs ", L.total);
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0) fail("deltanet_prefill: the workspace must be 256-byte aligned");
 
   std::vector<SpanMeta> span_meta;
@@ -99,13 +94,13 @@ void deltanet_prefill(const DeltaNetDecodeArgs& a, const DeltaNetWindow& window,
   if (a.nk != window.nk || a.nv != window.nv)
     fail("deltanet_prefill: the window was planned for ", window.nk, "/", window.nv, " heads, the layer has ", a.nk, "/", a.nv);
   if (a.K != K) fail("deltanet_prefill: conv kernel size ", a.K, " is not supported; the kernels are built for K = ", K);
-  if (!a.qkv || !a.z || !a.b || !a.a || !a.conv_w || !a.neg_exp_a || !a.dt_bias || !a.norm_w || !a.conv_state ||
-      !a.rec_state || !a.out || !window.workspace)
+  if (!a.qkv || !a.z || !a.b || !a.a || !a.conv_w || !a.neg_exp_a || !a.dt_bias || !a.norm_w || !a.conv_state || !a.rec_state || !a.out ||
+      !window.workspace)
     fail("deltanet_prefill: a null pointer among the arguments");
   const int64_t key_dim = int64_t{a.nk} * kD, value_dim = int64_t{a.nv} * kD, conv_dim = 2 * key_dim + value_dim;
   if (a.ld_qkv < conv_dim || a.ld_z < value_dim || a.ld_ba < a.nv || a.ld_out < value_dim)
-    fail("deltanet_prefill: row strides qkv ", a.ld_qkv, ", z ", a.ld_z, ", b/a ", a.ld_ba, ", out ", a.ld_out,
-         " must be at least conv_dim ", conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
+    fail("deltanet_prefill: row strides qkv ", a.ld_qkv, ", z ", a.ld_z, ", b/a ", a.ld_ba, ", out ", a.ld_out, " must be at least conv_dim ",
+         conv_dim, ", value_dim ", value_dim, ", nv ", a.nv, ", value_dim ", value_dim);
   if (a.conv_slot_stride < K * conv_dim)
     fail("deltanet_prefill: conv slot stride ", a.conv_slot_stride, " is less than K x conv_dim = ", K * conv_dim);
   // The conv moves 4 channels at a time.

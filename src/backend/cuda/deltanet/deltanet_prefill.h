@@ -12,11 +12,10 @@
 //   S_C = γ_C S₀ + (diag(e^{G_C−G_t}) K)ᵀ Δ.
 // Three kernels: `prepare` (conv, norms, gates, T, W, U; all chunks in parallel), `state` (S
 // carried chunk to chunk, Δ; heads and column slices in parallel; S₀ snapshots out) and `output`
-// (Δ again from U, W and the snapshot, then O and the gated norm; all chunks in parallel). Products run on tensor cores in bf16 with f32 accumulation. Most
-// operands (T, X = diag(βγ)K, W, the state snapshots S₀) are rounded to bf16 once by whoever writes
-// them: their errors the delta rule corrects, or they stay below the output's own bf16 rounding.
-// Where one rounding would not be (each costs ~1.5e-3 relative or more), the f32 value x is split
-// as hi = bf16(x), lo = bf16(x − hi) (~16 bits) and the product runs as hi·hi + lo·hi + hi·lo:
+// (Δ again from U, W and the snapshot, then O and the gated norm; all chunks in parallel). Products run on tensor cores in bf16 with f32
+// accumulation. Most operands (T, X = diag(βγ)K, W, the state snapshots S₀) are rounded to bf16 once by whoever writes them: their errors the delta
+// rule corrects, or they stay below the output's own bf16 rounding. Where one rounding would not be (each costs ~1.5e-3 relative or more), the f32
+// value x is split as hi = bf16(x), lo = bf16(x − hi) (~16 bits) and the product runs as hi·hi + lo·hi + hi·lo:
 //   state:  Kᵀ Δw (k and the weighted Δ both split) and U = T (Y_hi + Y_lo), Y = diag(β) V;
 //   output: Q Kᵀ (both split), (Q_hi + Q_lo) S₀ and P Δ (P and Δ both split), where the gated
 //           norm scales a small O up and with it the error of q, k and Δ.
@@ -55,8 +54,8 @@ struct DeltaNetWindow {
 
 // Checks the spans (rows >= 1, positions >= 0, distinct slots) and the workspace size; Error
 // naming what is wrong.
-DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int nk, int nv, void* workspace,
-                                    std::size_t workspace_bytes, cudaStream_t stream);
+DeltaNetWindow plan_deltanet_window(const std::vector<DeltaNetSpan>& spans, int nk, int nv, void* workspace, std::size_t workspace_bytes,
+                                    cudaStream_t stream);
 
 // Runs one layer over the window. `args` is read as for deltanet_decode except `slots`,
 // `positions` and `B`, which the window replaces. Checks the shapes on the host (Error naming what

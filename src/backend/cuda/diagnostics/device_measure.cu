@@ -1,10 +1,9 @@
 // Device copy bandwidth, device memory in use and uniform bf16 fills for synthetic weights
 // (device_measure.h).
-#include "backend/cuda/diagnostics/device_measure.h"
-
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/device_buffer.h"
 

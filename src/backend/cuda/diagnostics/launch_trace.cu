@@ -1,7 +1,5 @@
 // Host side of the launch trace: the device buffers, the registered per-file setters and the CSV
 // written at the end (launch_trace.h).
-#include "backend/cuda/diagnostics/launch_trace.h"
-
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backend/cuda/diagnostics/launch_trace.h"
 #include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {

@@ -31,9 +31,7 @@ class StreamProfiler {
   // begin() in the constructor, end() in the destructor.
   class Scope {
    public:
-    Scope(StreamProfiler& p, const char* part, cudaStream_t s, const char* detail = nullptr) : p_(p), s_(s) {
-      p_.begin(part, s_, detail);
-    }
+    Scope(StreamProfiler& p, const char* part, cudaStream_t s, const char* detail = nullptr) : p_(p), s_(s) { p_.begin(part, s_, detail); }
     ~Scope() { p_.end(s_); }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;

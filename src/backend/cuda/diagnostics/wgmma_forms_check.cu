@@ -1,9 +1,8 @@
 // The kernels' warpgroup-product forms run once each on fixed tiles, for a comparison against plain
 // products (wgmma_forms_check.h).
 #include "backend/cuda/diagnostics/wgmma_forms_check.h"
-
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/ptx/wgmma.cuh"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -11,8 +10,8 @@ namespace {
 constexpr int kRows = 64;
 constexpr int kThreads = 128;  // one warpgroup
 // Tiles, each at a 1024-byte boundary: q, k, v [64][256]; w [64][128]; s0 [128][64]; dt [64][64].
-constexpr uint32_t kQ = 0, kK = kQ + kRows * 512, kV = kK + kRows * 512, kW = kV + kRows * 512, kS0 = kW + kRows * 256,
-                   kDt = kS0 + 128 * 128, kBytes = kDt + kRows * 128;
+constexpr uint32_t kQ = 0, kK = kQ + kRows * 512, kV = kK + kRows * 512, kW = kV + kRows * 512, kS0 = kW + kRows * 256, kDt = kS0 + 128 * 128,
+                   kBytes = kDt + kRows * 128;
 
 // A [rows][cols] bf16 matrix into its swizzled tile at `tile` (bytes into `smem`).
 __device__ void put_tile(unsigned char* smem, uint32_t tile, const uint16_t* src, int rows, int cols) {

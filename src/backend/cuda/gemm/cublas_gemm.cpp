@@ -1,16 +1,15 @@
 #include "backend/cuda/gemm/cublas_gemm.h"
 
-#include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cublas_v2.h>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/device_buffer.h"
-#include "backend/cuda/diagnostics/device_measure.h"
-
 #include "core/error.h"
 
 namespace qwenrt::cuda {
@@ -22,9 +21,8 @@ struct CublasGemm::Api {
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   // Spelled out: the C++ header overloads cublasGemmEx.
-  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
-                            cudaDataType, int, const void*, cudaDataType, int, const void*, void*, cudaDataType, int,
-                            cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*, cudaDataType, int,
+                            const void*, cudaDataType, int, const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
 };
 
 namespace {
@@ -48,7 +46,8 @@ CublasGemm::CublasGemm() : api_(new Api) {
   }
   if (!api_->lib) {
     delete api_;
-    fail("cannot load libcublas.so.13 (", dlerror(), "): the CUDA toolkit's cuBLAS is needed for CUDA prefill; "
+    fail("cannot load libcublas.so.13 (", dlerror(),
+         "): the CUDA toolkit's cuBLAS is needed for CUDA prefill; "
          "add its lib64 folder to LD_LIBRARY_PATH");
   }
   try {
@@ -72,25 +71,25 @@ CublasGemm::~CublasGemm() {
   delete api_;
 }
 
-void CublasGemm::run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, void* y,
-                     bool y_bf16, int64_t ldy, bool accumulate, cudaStream_t stream) {
+void CublasGemm::run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, void* y, bool y_bf16,
+                     int64_t ldy, bool accumulate, cudaStream_t stream) {
   // Column-major view: y (rows × n, ld ldy) = Wᵀ-op (rows × k) · x (k × n).
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto h = static_cast<cublasHandle_t>(handle_);
   check(api_->set_stream(h, stream), "set stream");
-  check(api_->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), &one, w,
-                      CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(ldx), &beta, y,
-                      y_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  check(api_->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), &one, w, CUDA_R_16BF,
+                      static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(ldx), &beta, y, y_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldy),
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "GemmEx");
 }
 
-void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-                      int64_t ldy, bool accumulate, cudaStream_t stream) {
+void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y, int64_t ldy,
+                      bool accumulate, cudaStream_t stream) {
   run(x, n, k, ldx, w, rows, y, false, ldy, accumulate, stream);
 }
 
-void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows,
-                      __nv_bfloat16* y, int64_t ldy, cudaStream_t stream) {
+void CublasGemm::gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, __nv_bfloat16* y, int64_t ldy,
+                      cudaStream_t stream) {
   run(x, n, k, ldx, w, rows, y, true, ldy, false, stream);
 }
 

@@ -17,15 +17,15 @@ class CublasGemm {
   CublasGemm& operator=(const CublasGemm&) = delete;
 
   // y[b * ldy + r] (+)= Σ_i x[b * ldx + i] · w[r * k + i] for b < n, r < rows.
-  void gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y,
-            int64_t ldy, bool accumulate, cudaStream_t stream);
+  void gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, float* y, int64_t ldy, bool accumulate,
+            cudaStream_t stream);
   // The same product rounded to bf16 on the way out (no accumulation).
-  void gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, __nv_bfloat16* y,
-            int64_t ldy, cudaStream_t stream);
+  void gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, __nv_bfloat16* y, int64_t ldy,
+            cudaStream_t stream);
 
  private:
-  void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, void* y, bool y_bf16,
-           int64_t ldy, bool accumulate, cudaStream_t stream);
+  void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* w, int64_t rows, void* y, bool y_bf16, int64_t ldy,
+           bool accumulate, cudaStream_t stream);
   struct Api;
   Api* api_ = nullptr;
   void* handle_ = nullptr;

@@ -5,16 +5,16 @@
 
 #include <cstdint>
 
-#include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/gemm/skinny_gemm.h"
+#include "backend/cuda/ptx/gate_math.cuh"
 
 namespace qwenrt::cuda {
 
 // v[e]: weight row r (+8 for e >= 2), activation row c0 + (e & 1); rows from seg.rows and
 // activation rows from n on are not stored. For SwiGLU pairs v[0..1] are gate row r and v[2..3] up
 // row r: act[c · ld_act + r] = bf16(silu(gate) · up). Otherwise y (+)= v.
-__device__ __forceinline__ void store_tile_sums(const GemmSegment& seg, bool pairs, __nv_bfloat16* act, int64_t ld_act, int64_t r, int c0,
-                                                int n, const float (&v)[4]) {
+__device__ __forceinline__ void store_tile_sums(const GemmSegment& seg, bool pairs, __nv_bfloat16* act, int64_t ld_act, int64_t r, int c0, int n,
+                                                const float (&v)[4]) {
   if (pairs) {
     if (r >= seg.rows) return;
 #pragma unroll

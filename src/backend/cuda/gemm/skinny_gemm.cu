@@ -1,26 +1,25 @@
 // Decode-shaped products y = x · Wᵀ for 1..64 rows streaming bf16 weights into tensor cores, with
 // the K split, the fused RMSNorm and SwiGLU variants (skinny_gemm.h).
-#include "backend/cuda/gemm/skinny_gemm.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "backend/cuda/runtime/chained_launch.h"
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/gemm/gemm_tile_store.cuh"
+#include "backend/cuda/gemm/skinny_gemm.h"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/ptx/row_norm.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/runtime_options.h"
 
 namespace qwenrt::cuda {
 namespace {
 
-constexpr int kWarps = 8;            // warps of a block split K between them
+constexpr int kWarps = 8;  // warps of a block split K between them
 constexpr int kThreads = kWarps * 32;
-constexpr int kTileRows = 16;        // weight rows per block: one m16 tile (8 gate + 8 up rows for SwiGLU)
-constexpr int kChunk = 32;           // K elements one warp consumes per step (4 lanes × 8)
+constexpr int kTileRows = 16;  // weight rows per block: one m16 tile (8 gate + 8 up rows for SwiGLU)
+constexpr int kChunk = 32;     // K elements one warp consumes per step (4 lanes × 8)
 
 struct Segments {
   GemmSegment seg[kSkinnyGemmMaxSegments];
@@ -42,8 +41,8 @@ struct Segments {
 // Columns [k0, k1) of rows [0, n) of RMSNorm(h) · w into xs (row stride ld_xs) in bf16, with the
 // rounding of cuda::rms_norm_rows. Every block sums the squares of the whole rows in the same fixed
 // order, so all blocks agree on the scale.
-__device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n, int64_t k, int64_t k0, int64_t k1,
-                                               __nv_bfloat16* xs, int64_t ld_xs) {
+__device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n, int64_t k, int64_t k0, int64_t k1, __nv_bfloat16* xs,
+                                               int64_t ld_xs) {
   __shared__ float square_sums[kWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = 0; r < n; ++r) {
@@ -168,8 +167,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
   if constexpr (kNorm) {
     // The norm weight never changes: into L1 before the wait, so normalising after it waits on the
     // rows alone.
-    for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads)
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(segs.norm.w + i));
+    for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) asm volatile("prefetch.global.L1 [%0];" ::"l"(segs.norm.w + i));
   }
   chained_kernel_start();
   if constexpr (kNorm) {
@@ -247,8 +245,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
 #pragma unroll
           for (int r = 0; r < 4; ++r)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              part[r][e] = r0 + r < segs.splits ? __ldcg(tile_partials + ((r0 + r) * NT * 4 + j * 4 + e) * 32 + l) : 0.0f;
+            for (int e = 0; e < 4; ++e) part[r][e] = r0 + r < segs.splits ? __ldcg(tile_partials + ((r0 + r) * NT * 4 + j * 4 + e) * 32 + l) : 0.0f;
 #pragma unroll
           for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -347,7 +344,7 @@ constexpr int64_t kTargetBlocks = kSkinnyGemmCounters;
 constexpr int64_t kMinChunksPerSplit = 8;  // 256 k: a range short enough to be all latency
 constexpr int64_t kUnsplitTiles = 256;
 constexpr int64_t kUnsplitBytes = int64_t{48} << 20;  // ... and at least this much weight, or
-constexpr int64_t kUnsplitMaxK = 2048;                 // ... at most this k
+constexpr int64_t kUnsplitMaxK = 2048;                // ... at most this k
 
 constexpr int64_t kPrefetchL2MaxBytes = int64_t{40} << 20;
 // QWENRT_CUDA_PREFETCH_L2=0 switches the L2 prefetch off (for comparisons).
@@ -392,8 +389,8 @@ void check_common(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, con
 }
 
 // Fills the split and the workspace of `segs` (first_tile set), checks the workspace, launches.
-void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& segs, int64_t tiles, const SkinnyGemmWorkspace& ws,
-         cudaStream_t stream, const char* who) {
+void run(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, Segments& segs, int64_t tiles, const SkinnyGemmWorkspace& ws, cudaStream_t stream,
+         const char* who) {
   if (tiles > (1ll << 31) - 1) fail(who, ": too many weight rows");
   segs.splits = static_cast<int>(split_count(tiles, k));
   segs.split_chunks = ((k + kChunk - 1) / kChunk + segs.splits - 1) / segs.splits;
@@ -491,8 +488,8 @@ void set_norm(Segments& segs, const SkinnyNormedRows& x, int64_t n, int64_t k, c
 
 }  // namespace
 
-void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
+void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments, cudaStream_t stream,
+                 const SkinnyGemmWorkspace& workspace) {
   check_common(x, n, k, ldx, "skinny_gemm");
   int64_t tiles = 0;
   Segments segs = segments_of(segments, tiles);
@@ -507,17 +504,16 @@ void skinny_gemm(const SkinnyNormedRows& x, int64_t n, int64_t k, std::span<cons
   run(nullptr, n, k, k, segs, tiles, workspace, stream, "skinny_gemm");
 }
 
-void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
-                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
-                        const SkinnyGemmWorkspace& workspace) {
+void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
   check_common(x, n, k, ldx, "skinny_gemm_swiglu");
   int64_t tiles = 0;
   Segments segs = swiglu_of(gate, up, rows, act, ld_act, tiles);
   run(x, n, k, ldx, segs, tiles, workspace, stream, "skinny_gemm_swiglu");
 }
 
-void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up,
-                        int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
+void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace) {
   int64_t tiles = 0;
   Segments segs = swiglu_of(gate, up, rows, act, ld_act, tiles);
   set_norm(segs, x, n, k, "skinny_gemm_swiglu");

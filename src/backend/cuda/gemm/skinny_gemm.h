@@ -66,8 +66,8 @@ std::size_t skinny_gemm_workspace_bytes(int64_t n, int64_t k, std::span<const Ge
 // x: [n, k] bf16 with row stride ldx (elements); 1 <= n <= 64; k and ldx multiples of 8 and both
 // pointers 16-byte aligned. Up to four weights sharing k run in one launch. Error on bad shapes or
 // a workspace smaller than its shapes need.
-void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments,
-                 cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
+void skinny_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const GemmSegment> segments, cudaStream_t stream,
+                 const SkinnyGemmWorkspace& workspace = {});
 
 // The same with normalised activations (at most kSkinnyGemmMaxNormedRows rows, k at most
 // kSkinnyGemmMaxNormedK); no output may overlap h.
@@ -78,11 +78,10 @@ void skinny_gemm(const SkinnyNormedRows& x, int64_t n, int64_t k, std::span<cons
 // g = x_b · gate_r and u = x_b · up_r, for r < rows (gate and up both [rows, k]). The same
 // rounding as cuda::swiglu_rows over f32 products.
 std::size_t skinny_gemm_swiglu_workspace_bytes(int64_t n, int64_t k, int64_t rows);
-void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate,
-                        const __nv_bfloat16* up, int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream,
-                        const SkinnyGemmWorkspace& workspace = {});
+void skinny_gemm_swiglu(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
 
-void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up,
-                        int64_t rows, __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
+void skinny_gemm_swiglu(const SkinnyNormedRows& x, int64_t n, int64_t k, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        __nv_bfloat16* act, int64_t ld_act, cudaStream_t stream, const SkinnyGemmWorkspace& workspace = {});
 
 }  // namespace qwenrt::cuda

@@ -29,12 +29,10 @@ __device__ __forceinline__ uint4 load_shared16(const void* p) { return __ldg(sta
 // d = a·b + d for A 16×16 (row), B 16×8 (col), bf16 in, f32 accumulate. Register layout per PTX:
 // a = {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)}, b = {(2t.., g), (2t+8.., g)},
 // d = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)} with g = lane/4, t = lane%4.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                               uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
@@ -63,9 +61,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 // Four 8×8 bf16 matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
 // Plain: lane (g, t) receives row g, columns 2t..2t+1 of each. Transposed: rows 2t..2t+1, column g.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -102,9 +98,7 @@ __device__ __forceinline__ void grid_launch_dependents() {
 // add releases what the adding thread has written or seen (a barrier before it makes that the
 // block's writes), the wait acquires it. A counter still short after 30 s (a bug, or its writer
 // killed) ends the waiting kernel with an error rather than holding the GPU for ever.
-__device__ __forceinline__ void signal_ready(int32_t* counter) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
-}
+__device__ __forceinline__ void signal_ready(int32_t* counter) { asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory"); }
 // Adds to a counter at GPU scope, releasing what this thread (and, after a block barrier, its block)
 // wrote before and acquiring what the earlier adders released: the one ordering a "last block to
 // arrive" pass needs, without a full fence (__threadfence) in every thread.

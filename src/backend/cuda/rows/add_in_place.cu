@@ -1,13 +1,12 @@
 // add_in_place: y[i] += x[i] for i < n, a grid-stride loop (add_in_place.h).
-#include "backend/cuda/rows/add_in_place.h"
-
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/rows/add_in_place.h"
+#include "backend/cuda/rows/row_launch.h"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/rows/row_launch.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -15,8 +14,7 @@ using namespace row_launch;
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   chained_kernel_start();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * kThreads)
-    y[i] += x[i];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * kThreads) y[i] += x[i];
 }
 
 }  // namespace

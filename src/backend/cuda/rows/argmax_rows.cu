@@ -1,15 +1,14 @@
 // argmax_rows: each row's first largest column (NaN as −∞), by one block per row or, with a
 // workspace, many blocks per row and a pick of their candidates (argmax_rows.h).
-#include "backend/cuda/rows/argmax_rows.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/rows/argmax_rows.h"
+#include "backend/cuda/rows/row_launch.h"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/rows/row_launch.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -44,8 +43,7 @@ __device__ __forceinline__ void block_argmax(float& v, int32_t& i) {
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
 }
 
-__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, int32_t* mirror,
-                              float2* candidates) {
+__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, int32_t* mirror, float2* candidates) {
   chained_kernel_start();
   const int64_t row = blockIdx.y, c0 = blockIdx.x * span, c1 = min(width, c0 + span);
   const float* xr = x + row * ldx;
@@ -64,8 +62,7 @@ __global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_
   if (gridDim.x == 1) {
     out[row] = i;
     if (mirror) mirror[row] = i;
-  } else
-    candidates[row * gridDim.x + blockIdx.x] = make_float2(v, __int_as_float(i));
+  } else candidates[row * gridDim.x + blockIdx.x] = make_float2(v, __int_as_float(i));
 }
 
 // One warp per row: the best of the row's part candidates (parts of an empty range hold INT32_MAX,
@@ -105,11 +102,12 @@ void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32
   const int parts = workspace && workspace_bytes >= argmax_workspace_bytes(rows, width) ? argmax_parts(width) : 1;
   const int64_t span = (width + parts - 1) / parts;
   auto* candidates = static_cast<float2*>(workspace);
-  launch_chained(argmax_kernel, dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, width,
-                 span, out, mirror, candidates);
+  launch_chained(argmax_kernel, dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, width, span,
+                 out, mirror, candidates);
   QWENRT_CUDA_CHECK_LAUNCH();
   if (parts == 1) return;
-  launch_chained(argmax_pick_kernel, dim3(static_cast<unsigned>(rows)), dim3(32), 0, stream, static_cast<const float2*>(candidates), parts, out, mirror);
+  launch_chained(argmax_pick_kernel, dim3(static_cast<unsigned>(rows)), dim3(32), 0, stream, static_cast<const float2*>(candidates), parts, out,
+                 mirror);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

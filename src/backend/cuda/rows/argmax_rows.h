@@ -14,7 +14,7 @@ namespace qwenrt::cuda {
 // scanned by many blocks at once (one block streams ~1 MB in 16 us); without, one block per row.
 std::size_t argmax_workspace_bytes(int64_t rows, int64_t width);
 // `mirror`, when given, receives the same picks (mapped host memory: no copy back needed).
-void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream,
-                 void* workspace = nullptr, std::size_t workspace_bytes = 0, int32_t* mirror = nullptr);
+void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream, void* workspace = nullptr,
+                 std::size_t workspace_bytes = 0, int32_t* mirror = nullptr);
 
 }  // namespace qwenrt::cuda

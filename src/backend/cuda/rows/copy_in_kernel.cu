@@ -1,14 +1,13 @@
 // copy_in_kernel: dst = src in 16-byte words by a grid-stride kernel (copy_in_kernel.h).
-#include "backend/cuda/rows/copy_in_kernel.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/rows/copy_in_kernel.h"
+#include "backend/cuda/rows/row_launch.h"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/rows/row_launch.h"
 
 namespace qwenrt::cuda {
 namespace {

@@ -9,7 +9,7 @@ namespace qwenrt::cuda {
 
 // out[r, :] = table[token_r, :] widened to f32. Row r's token is picks[from[r]] where from[r] >= 0
 // (the pick of an earlier step, still on the device), else tokens[r].
-void embed_rows(const int32_t* tokens, const int32_t* from, const int32_t* picks, int64_t rows, const __nv_bfloat16* table,
-                int64_t width, float* out, cudaStream_t stream);
+void embed_rows(const int32_t* tokens, const int32_t* from, const int32_t* picks, int64_t rows, const __nv_bfloat16* table, int64_t width, float* out,
+                cudaStream_t stream);
 
 }  // namespace qwenrt::cuda

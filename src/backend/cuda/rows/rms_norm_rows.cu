@@ -1,14 +1,13 @@
 // rms_norm_rows: y = bf16(x · rsqrt(mean(x²) + eps) · w) per row, by a float4 kernel with the
 // fused norms' order of the sum of squares (row_norm.cuh) or a scalar one (rms_norm_rows.h).
-#include "backend/cuda/rows/rms_norm_rows.h"
-
 #include <cstdint>
 
-#include "backend/cuda/runtime/chained_launch.h"
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/ptx/row_norm.cuh"
+#include "backend/cuda/rows/rms_norm_rows.h"
 #include "backend/cuda/rows/row_launch.h"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -28,8 +27,8 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width,
-                                float eps, const int32_t* row_index) {
+__global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width, float eps,
+                                const int32_t* row_index) {
   chained_kernel_start();
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
   const float* xr = x + src_row * ldx;
@@ -45,8 +44,8 @@ __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __n
 // themselves (row_norm.cuh), so fused and separate norms give the same bits. (The scalar kernel
 // above moved a prompt's rows at ~45% of copy bandwidth.)
 constexpr int kNormThreads = 256;
-__global__ void __launch_bounds__(kNormThreads) rms_norm4_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy,
-                                                                 int64_t width, float eps, const int32_t* row_index) {
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm4_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width, float eps, const int32_t* row_index) {
   __shared__ float warp_sums[kNormThreads / 32];
   chained_kernel_start();
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
@@ -64,16 +63,15 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm4_kernel(const float* x,
 
 }  // namespace
 
-void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width,
-                   float eps, cudaStream_t stream, const int32_t* row_index) {
+void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width, float eps,
+                   cudaStream_t stream, const int32_t* row_index) {
   check_rows(rows, "rms_norm_rows");
   if (rows == 0) return;
-  const bool vector = width % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 &&
-                      (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  const bool vector = width % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(y) % 8 == 0;
   if (vector)
     launch_chained(rms_norm4_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
-  else
-    launch_chained(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
+  else launch_chained(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,15 +1,14 @@
 // swiglu_rows: out[r, i] = bf16(silu(gate) · up) from f32 or bf16 products, one column or four
 // per thread (swiglu_rows.h).
-#include "backend/cuda/rows/swiglu_rows.h"
-
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/rows/row_launch.h"
+#include "backend/cuda/rows/swiglu_rows.h"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
-#include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/ptx/gate_math.cuh"
-#include "backend/cuda/rows/row_launch.h"
 
 namespace qwenrt::cuda {
 namespace {
@@ -61,8 +60,8 @@ template <typename In>
 void swiglu_rows_of(const In* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width, cudaStream_t stream) {
   check_rows(rows, "swiglu_rows");
   if (rows == 0) return;
-  const bool vector = rows > 8 && width % 4 == 0 && ld_gu % 4 == 0 && ld_out % 4 == 0 &&
-                      reinterpret_cast<uintptr_t>(gu) % (4 * sizeof(In)) == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  const bool vector = rows > 8 && width % 4 == 0 && ld_gu % 4 == 0 && ld_out % 4 == 0 && reinterpret_cast<uintptr_t>(gu) % (4 * sizeof(In)) == 0 &&
+                      reinterpret_cast<uintptr_t>(out) % 8 == 0;
   const int64_t per_thread = vector ? 4 : 1;
   const int64_t across = std::min<int64_t>((width / per_thread + kThreads - 1) / kThreads, 1024);
   const dim3 grid(static_cast<unsigned>(across), static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridY)));
@@ -75,8 +74,7 @@ void swiglu_rows(const float* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_
   swiglu_rows_of(gu, ld_gu, out, ld_out, rows, width, stream);
 }
 
-void swiglu_rows(const __nv_bfloat16* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width,
-                 cudaStream_t stream) {
+void swiglu_rows(const __nv_bfloat16* gu, int64_t ld_gu, __nv_bfloat16* out, int64_t ld_out, int64_t rows, int64_t width, cudaStream_t stream) {
   swiglu_rows_of(gu, ld_gu, out, ld_out, rows, width, stream);
 }
 

@@ -1,12 +1,11 @@
 // to_bf16_rows: y[r, i] = bf16(x[r, i]) (round to nearest even), one block per row (to_bf16_rows.h).
-#include "backend/cuda/rows/to_bf16_rows.h"
-
 #include <cstdint>
 
-#include "backend/cuda/runtime/chained_launch.h"
-#include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/rows/row_launch.h"
+#include "backend/cuda/rows/to_bf16_rows.h"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
 
 namespace qwenrt::cuda {
 namespace {

@@ -13,9 +13,9 @@ namespace qwenrt::cuda {
 
 }  // namespace qwenrt::cuda
 
-#define QWENRT_CUDA_CHECK(expr)                                                          \
-  do {                                                                                   \
-    const cudaError_t qwenrt_err_ = (expr);                                              \
+#define QWENRT_CUDA_CHECK(expr)                                                                          \
+  do {                                                                                                   \
+    const cudaError_t qwenrt_err_ = (expr);                                                              \
     if (qwenrt_err_ != cudaSuccess) ::qwenrt::cuda::cuda_failed(qwenrt_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 

@@ -1,7 +1,5 @@
 // Device selection and information (cuda_device.h), and whether launches are chained on this device
 // (chained_launch.h).
-#include "backend/cuda/runtime/cuda_device.h"
-
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -11,6 +9,7 @@
 
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/cuda_device.h"
 #include "backend/cuda/runtime/runtime_options.h"
 
 namespace qwenrt::cuda {
@@ -27,8 +26,9 @@ int device_count() {
 DeviceInfo device_info(int index) {
   const int n = device_count();
   if (index < 0 || index >= n)
-    fail("CUDA device ", index, " does not exist: ", n == 0 ? std::string("no CUDA GPU or driver is visible")
-                                                             : std::to_string(n) + " device(s) are visible (cuda:0..cuda:" + std::to_string(n - 1) + ")");
+    fail("CUDA device ", index, " does not exist: ",
+         n == 0 ? std::string("no CUDA GPU or driver is visible")
+                : std::to_string(n) + " device(s) are visible (cuda:0..cuda:" + std::to_string(n - 1) + ")");
   cudaDeviceProp p{};
   QWENRT_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
   DeviceInfo info;

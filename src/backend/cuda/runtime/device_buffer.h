@@ -19,8 +19,8 @@ class DeviceBuffer {
       cudaGetLastError();
       std::size_t free_bytes = 0, total = 0;
       cudaMemGetInfo(&free_bytes, &total);
-      fail("out of GPU memory: asked for ", bytes >> 20, " MiB with ", free_bytes >> 20, " MiB free of ", total >> 20,
-           " MiB (", cudaGetErrorString(err), ")");
+      fail("out of GPU memory: asked for ", bytes >> 20, " MiB with ", free_bytes >> 20, " MiB free of ", total >> 20, " MiB (",
+           cudaGetErrorString(err), ")");
     }
   }
   ~DeviceBuffer() {
@@ -40,7 +40,9 @@ class DeviceBuffer {
 
   void* get() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   std::size_t bytes() const { return bytes_; }
 
   void upload(const void* host, std::size_t bytes, std::size_t offset = 0) {

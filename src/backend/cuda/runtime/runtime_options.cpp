@@ -27,8 +27,9 @@ RuntimeOptions& current() {
 
 std::vector<std::pair<std::string, std::string>> RuntimeOptions::describe() const {
   auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
-  return {{"graphs", flag(graphs)},   {"pdl", flag(pdl)},           {"prefetch_l2", flag(prefetch_l2)},
-          {"profile", flag(profile)}, {"launch_trace", launch_trace}, {"state_wgmma", flag(state_wgmma)}};
+  return {{"graphs", flag(graphs)},           {"pdl", flag(pdl)},
+          {"prefetch_l2", flag(prefetch_l2)}, {"profile", flag(profile)},
+          {"launch_trace", launch_trace},     {"state_wgmma", flag(state_wgmma)}};
 }
 
 RuntimeOptions parse_runtime_options(const std::function<const char*(const char*)>& lookup) {

@@ -1,10 +1,9 @@
 // Whether this build carries sm_90a code and the current device runs it: the gate of every wgmma
 // path (wgmma_probe.h).
-#include "backend/cuda/runtime/wgmma_probe.h"
-
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/ptx/wgmma.cuh"
+#include "backend/cuda/runtime/wgmma_probe.h"
 
 namespace qwenrt::cuda {
 namespace {

@@ -58,9 +58,7 @@ inline float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
 // More than one bf16 step apart (a step is at most |x|/128), with a floor for values near zero
 // where the f32 results before rounding differ by cancellation (~1e-7 absolute).
-inline bool bf16_far(float got, float ref) {
-  return !(std::abs(got - ref) <= std::max(std::abs(got), std::abs(ref)) / 128 + 1e-5f);
-}
+inline bool bf16_far(float got, float ref) { return !(std::abs(got - ref) <= std::max(std::abs(got), std::abs(ref)) / 128 + 1e-5f); }
 
 // One attention layer's pools on the GPU (poisoned: every element nothing wrote is NaN) with one
 // block-table row per sequence drawn from a shuffled pool, plus a few blocks no table names; and
@@ -234,9 +232,7 @@ inline Batch layout_batch(const std::vector<Window>& windows, int nq) {
 struct NormWeights {
   std::vector<float> q, k;
   cuda::DeviceBuffer dq, dk;
-  cuda::QkNormRope device(const AttentionShape& shape) const {
-    return {dq.as<float>(), dk.as<float>(), shape.eps, shape.rotary_dim, shape.theta};
-  }
+  cuda::QkNormRope device(const AttentionShape& shape) const { return {dq.as<float>(), dk.as<float>(), shape.eps, shape.rotary_dim, shape.theta}; }
 };
 
 inline NormWeights random_norms(FastRandom& rng) {
@@ -261,8 +257,8 @@ inline Batch prepare_batch(PagedCache& cache, const NormWeights& w, const std::v
   rng.fill(v);
   b.d_qg = to_device(b.qg);
   auto dk = to_device(k), dv = to_device(v);
-  cuda::attention_prepare({b.d_positions.as<int32_t>(), b.d_seq.as<int32_t>(), b.rows}, b.d_qg.as<float>(), dk.as<float>(),
-                          dv.as<float>(), sh.nq, w.device(sh), cache.view(), b.d_q.as<__nv_bfloat16>(), nullptr);
+  cuda::attention_prepare({b.d_positions.as<int32_t>(), b.d_seq.as<int32_t>(), b.rows}, b.d_qg.as<float>(), dk.as<float>(), dv.as<float>(), sh.nq,
+                          w.device(sh), cache.view(), b.d_q.as<__nv_bfloat16>(), nullptr);
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
 
   std::vector<float> cs(static_cast<std::size_t>(sh.rotary_dim / 2)), sn(cs.size()), head(kDh);
@@ -311,8 +307,7 @@ inline std::vector<double> reference_attention(const PagedCache& cache, const Ba
         for (int d = 0; d < kDh; ++d) acc[d] += p[j] * vj[d];
       }
       const float* gate = &b.qg[(r * sh.nq + h) * 2 * kDh + kDh];
-      for (int d = 0; d < kDh; ++d)
-        out[(r * sh.nq + h) * kDh + d] = acc[d] / sum / (1.0 + std::exp(-static_cast<double>(gate[d])));
+      for (int d = 0; d < kDh; ++d) out[(r * sh.nq + h) * kDh + d] = acc[d] / sum / (1.0 + std::exp(-static_cast<double>(gate[d])));
     }
   }
   return out;

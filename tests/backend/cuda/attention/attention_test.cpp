@@ -28,8 +28,7 @@ double q_error(const Batch& b, int nq, int64_t* far_off) {
   const auto got = test::download_bf16(b.d_q, static_cast<std::size_t>(b.rows * nq * kDh));
   *far_off = 0;
   std::vector<double> ref(b.q.begin(), b.q.end());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    *far_off += test::bf16_far(got[i], b.q[i]);
+  for (std::size_t i = 0; i < got.size(); ++i) *far_off += test::bf16_far(got[i], b.q[i]);
   return test::relative_l2(got, ref);
 }
 
@@ -42,16 +41,16 @@ void run_decode(const PagedCache& cache, Batch& b, cudaStream_t stream = nullptr
   const std::size_t ws = cuda::attention_decode_workspace_bytes(b.rows, sh.nq, cache.max_capacity());
   cuda::DeviceBuffer workspace(ws);
   test::poison(workspace);
-  cuda::attention_decode(b.d_q.as<__nv_bfloat16>(), b.d_qg.as<float>(), b.d_positions.as<int32_t>(), b.rows, sh.nq,
-                         cache.max_capacity(), cache.view(), workspace.get(), ws, b.d_out.as<__nv_bfloat16>(), stream);
+  cuda::attention_decode(b.d_q.as<__nv_bfloat16>(), b.d_qg.as<float>(), b.d_positions.as<int32_t>(), b.rows, sh.nq, cache.max_capacity(),
+                         cache.view(), workspace.get(), ws, b.d_out.as<__nv_bfloat16>(), stream);
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void run_prefill(const PagedCache& cache, Batch& b, cuda::PrefillKernel kernel) {
   const cuda::PrefillWindows w{b.d_first_row.as<int32_t>(), b.d_positions.as<int32_t>(), cache.num_seqs(), b.rows};
   test::poison(b.d_out);
-  cuda::attention_prefill(b.d_q.as<__nv_bfloat16>(), b.d_qg.as<float>(), w, cache.shape().nq, cache.view(),
-                          b.d_out.as<__nv_bfloat16>(), nullptr, kernel);
+  cuda::attention_prefill(b.d_q.as<__nv_bfloat16>(), b.d_qg.as<float>(), w, cache.shape().nq, cache.view(), b.d_out.as<__nv_bfloat16>(), nullptr,
+                          kernel);
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -82,11 +81,8 @@ TEST_P(AttentionRagged, PrefillWindowsThenDecode) {
   PagedCache cache(sh, {8, 80, 310, 8}, 3 + sh.block_size);
 
   const std::vector<std::vector<Window>> steps = {
-      {{0, 1}, {0, 70}, {0, 100}, {0, 0}},
-      {{1, 0}, {70, 0}, {100, 200}, {0, 0}},
-      {{1, 1}, {70, 1}, {300, 1}, {0, 1}},
-      {{2, 1}, {71, 1}, {301, 1}, {1, 1}},
-      {{3, 1}, {72, 1}, {302, 1}, {2, 1}},
+      {{0, 1}, {0, 70}, {0, 100}, {0, 0}}, {{1, 0}, {70, 0}, {100, 200}, {0, 0}}, {{1, 1}, {70, 1}, {300, 1}, {0, 1}},
+      {{2, 1}, {71, 1}, {301, 1}, {1, 1}}, {{3, 1}, {72, 1}, {302, 1}, {2, 1}},
   };
   for (std::size_t step = 0; step < steps.size(); ++step) {
     Batch b = test::prepare_batch(cache, norms, steps[step], rng);
@@ -111,8 +107,8 @@ TEST_P(AttentionRagged, PrefillWindowsThenDecode) {
       de = output_error(b.d_out, ref);
       EXPECT_LT(de, kOutputTolerance) << "step " << step << ": decode";
     }
-    std::printf("[ %s step %zu ] %lld rows: q rel L2 %.2e, prefill (worst kernel) %.2e%s", GetParam().name, step, static_cast<long long>(b.rows), qe, pe,
-                decode_step ? "" : "\n");
+    std::printf("[ %s step %zu ] %lld rows: q rel L2 %.2e, prefill (worst kernel) %.2e%s", GetParam().name, step, static_cast<long long>(b.rows), qe,
+                pe, decode_step ? "" : "\n");
     if (decode_step) std::printf(", decode %.2e\n", de);
   }
   int64_t far_off = 0, stray = 0;
@@ -191,8 +187,8 @@ TEST(AttentionLong, DecodeAndPrefillOverThousandsOfKeys) {
     cuda::DeviceBuffer workspace(ws), out(static_cast<std::size_t>(sh.nq * kDh * 2));
     test::poison(out);
     cuda::attention_decode(dec.d_q.as<__nv_bfloat16>() + r * sh.nq * kDh, dec.d_qg.as<float>() + r * sh.nq * 2 * kDh,
-                           dec.d_positions.as<int32_t>() + r, 1, sh.nq, cache.max_capacity(), kv, workspace.get(), ws,
-                           out.as<__nv_bfloat16>(), nullptr);
+                           dec.d_positions.as<int32_t>() + r, 1, sh.nq, cache.max_capacity(), kv, workspace.get(), ws, out.as<__nv_bfloat16>(),
+                           nullptr);
     const auto alone = test::to_host<uint16_t>(out, static_cast<std::size_t>(sh.nq * kDh));
     EXPECT_EQ(0, std::memcmp(alone.data(), both.data() + r * sh.nq * kDh, alone.size() * 2)) << "row " << r << " alone differs";
   }
@@ -236,8 +232,8 @@ TEST(AttentionArguments, BadShapesAreRejected) {
   bad = kv;
   bad.block_tables = nullptr;
   EXPECT_THROW(prepare(bad, 8, nr, f), Error);
-  EXPECT_THROW(prepare(kv, 7, nr, f), Error);       // not a multiple of the kv heads
-  EXPECT_THROW(prepare(kv, 8, nr, f + 1), Error);   // misaligned
+  EXPECT_THROW(prepare(kv, 7, nr, f), Error);      // not a multiple of the kv heads
+  EXPECT_THROW(prepare(kv, 8, nr, f + 1), Error);  // misaligned
   EXPECT_THROW(prepare(kv, 8, nr, nullptr), Error);
   cuda::QkNormRope odd = nr;
   odd.rotary_dim = 40;
@@ -253,7 +249,7 @@ TEST(AttentionArguments, BadShapesAreRejected) {
   EXPECT_THROW(decode(1, 18, 64, 1 << 20), Error);  // 9 query heads per kv head
   EXPECT_THROW(decode(1, 8, 65, 1 << 20), Error);   // longer than the block table reaches
   EXPECT_THROW(decode(1, 8, 0, ws), Error);
-  EXPECT_THROW(decode(1, 8, 64, ws - 4), Error);    // workspace too small
+  EXPECT_THROW(decode(1, 8, 64, ws - 4), Error);  // workspace too small
 
   const cuda::PrefillWindows w{i, i, 1, 1};
   EXPECT_THROW(cuda::attention_prefill(h, f, w, 9, kv, h, nullptr), Error);

@@ -10,15 +10,14 @@
 namespace qwenrt {
 namespace {
 
-using test::relative_l2;
 using test::DeltaNetLayer;
 using test::kD;
 using test::kK;
+using test::relative_l2;
 
 // B sequences in cache slots `slots` (of n_slots), starting at `start` positions, decoded for
 // `steps` consecutive rows; every step checks the bf16 output, the recurrent state and the ring.
-void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, const std::vector<int64_t>& start, int steps,
-               unsigned seed) {
+void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, const std::vector<int64_t>& start, int steps, unsigned seed) {
   std::mt19937 rng(seed);
   const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng);
   const int B = static_cast<int>(slots.size());
@@ -78,7 +77,7 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
     for (int i = 0; i < B; ++i) {
       std::vector<float> ref_f;
       test::deltanet_reference_row(L, &qkv[i * ld_qkv], &z[i * ld_z], &b[i * ld_ba], &a[i * ld_ba], pos[i], &ring[slots[i] * conv_slot],
-                    &state[slots[i] * rec_slot], ref_f);
+                                   &state[slots[i] * rec_slot], ref_f);
       // The output is bf16: rounding alone is up to 2^-9 relative per element (~1e-3 in L2). Each
       // element must be within one bf16 step of the f32 reference, plus a little for the f32 part.
       std::vector<float> got(static_cast<std::size_t>(L.value_dim));
@@ -93,8 +92,7 @@ void run_steps(int nk, int nv, int n_slots, const std::vector<int32_t>& slots, c
       }
       EXPECT_LT(relative_l2(got, ref), 4e-3) << "step " << step << " row " << i << " position " << pos[i];
       EXPECT_EQ(far, 0) << "elements beyond one bf16 step, step " << step << " row " << i;
-      for (int64_t j = L.value_dim; j < ld_out; ++j)
-        EXPECT_EQ(out[i * ld_out + j], 0xffff) << "padding of the output row was written, row " << i;
+      for (int64_t j = L.value_dim; j < ld_out; ++j) EXPECT_EQ(out[i * ld_out + j], 0xffff) << "padding of the output row was written, row " << i;
     }
 
     // The f32 caches: the ring is a copy of the inputs, so bitwise; the state within 1e-5.

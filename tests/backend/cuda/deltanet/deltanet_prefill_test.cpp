@@ -8,10 +8,10 @@
 #include <random>
 #include <string>
 
-#include "backend/cuda/runtime/runtime_options.h"
-#include "backend/cuda/runtime/wgmma_probe.h"
 #include "backend/cuda/deltanet/deltanet_reference.h"
 #include "backend/cuda/gpu_test_support.h"
+#include "backend/cuda/runtime/runtime_options.h"
+#include "backend/cuda/runtime/wgmma_probe.h"
 
 namespace qwenrt {
 namespace {
@@ -32,8 +32,8 @@ struct Errors {
 // A window of spans through the chunked kernels against the CPU reference run row by row. Inputs,
 // rings and states are random; rows are interleaved with padding so dense-row assumptions fail.
 // out_bits / state_bits, where given, receive the output and the states as they came back.
-Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak_decay, unsigned seed,
-                  int64_t out_pad = 16, std::vector<uint16_t>* out_bits = nullptr, std::vector<float>* state_bits = nullptr) {
+Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& cases, bool weak_decay, unsigned seed, int64_t out_pad = 16,
+                  std::vector<uint16_t>* out_bits = nullptr, std::vector<float>* state_bits = nullptr) {
   std::mt19937 rng(seed);
   const DeltaNetLayer L = test::random_deltanet_layer(nk, nv, rng, weak_decay);
   std::vector<cuda::DeltaNetSpan> spans;
@@ -85,15 +85,14 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
     for (int r = 0; r < sp.rows; ++r) {
       const int64_t row = sp.first_row + r;
       std::vector<float> ref_f;
-      test::deltanet_reference_row(L, &qkv[row * ld_qkv], &z[row * ld_z], &b[row * ld_ba], &a[row * ld_ba + nv + 1],
-                                   sp.start_position + r, &ring[sp.slot * conv_slot], &state[sp.slot * rec_slot], ref_f);
+      test::deltanet_reference_row(L, &qkv[row * ld_qkv], &z[row * ld_z], &b[row * ld_ba], &a[row * ld_ba + nv + 1], sp.start_position + r,
+                                   &ring[sp.slot * conv_slot], &state[sp.slot * rec_slot], ref_f);
       std::vector<float> got(static_cast<std::size_t>(L.value_dim));
       for (int64_t j = 0; j < L.value_dim; ++j) got[j] = bf16_to_f32(out[row * ld_out + j]);
       const double e = relative_l2(got, std::vector<double>(ref_f.begin(), ref_f.end()));
       worst.out = std::max(worst.out, e);
       EXPECT_LT(e, 4e-3) << "row " << r << " of the span in slot " << sp.slot;
-      for (int64_t j = L.value_dim; j < ld_out; ++j)
-        EXPECT_EQ(out[row * ld_out + j], 0xffff) << "padding of output row " << row << " was written";
+      for (int64_t j = L.value_dim; j < ld_out; ++j) EXPECT_EQ(out[row * ld_out + j], 0xffff) << "padding of output row " << row << " was written";
     }
   }
   // The ring is a copy of inputs: bitwise. Used states within the error of the bf16 products
@@ -116,12 +115,11 @@ Errors run_window(int nk, int nv, int n_slots, const std::vector<SpanCase>& case
     const double e = relative_l2(g, r);
     worst.state = std::max(worst.state, e);
     EXPECT_LT(e, 2e-3) << "state of slot " << s;
-    EXPECT_TRUE(std::equal(got_state.begin() + first + used_floats, got_state.begin() + first + rec_slot,
-                           state0.begin() + first + used_floats))
+    EXPECT_TRUE(std::equal(got_state.begin() + first + used_floats, got_state.begin() + first + rec_slot, state0.begin() + first + used_floats))
         << "padding after the state of slot " << s << " was written";
   }
-  std::printf("[ deltanet prefill nk %d nv %d%s ] worst output rel L2 %.2e, worst state rel L2 %.2e\n", nk, nv,
-              weak_decay ? " weak decay" : "", worst.out, worst.state);
+  std::printf("[ deltanet prefill nk %d nv %d%s ] worst output rel L2 %.2e, worst state rel L2 %.2e\n", nk, nv, weak_decay ? " weak decay" : "",
+              worst.out, worst.state);
   if (out_bits) *out_bits = out;
   if (state_bits) *state_bits = got_state;
   return worst;
@@ -171,8 +169,8 @@ TEST(DeltaNetPrefill, StateOnWarpgroupProductsMatchesMmaSync) {
     bool weak;
     unsigned seed;
   };
-  const std::vector<Case> cases = {{2, 32, 8, kMixed, false, 27}, {1, 32, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 28},
-                                   {16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 29}};
+  const std::vector<Case> cases = {
+      {2, 32, 8, kMixed, false, 27}, {1, 32, 2, {{1000, 0, 1}, {129, 7, 0}}, true, 28}, {16, 48, 3, {{200, 0, 2}, {65, 1000, 0}}, true, 29}};
   cuda::RuntimeOptions on_wgmma = cuda::runtime_options(), on_mma = on_wgmma;
   on_wgmma.state_wgmma = true;
   on_mma.state_wgmma = false;
@@ -196,8 +194,8 @@ TEST(DeltaNetPrefill, StateOnWarpgroupProductsMatchesMmaSync) {
     }
     const double out_diff = relative_l2(ow, std::vector<double>(om.begin(), om.end()));
     const double state_diff = relative_l2(state_w, std::vector<double>(state_m.begin(), state_m.end()));
-    std::printf("[ deltanet prefill nk %d nv %d ] wgmma vs mma.sync state kernel: output rel L2 %.2e, states %.2e%s\n", c.nk, c.nv,
-                out_diff, state_diff, out_w == out_m && state_w == state_m ? " (same bits)" : "");
+    std::printf("[ deltanet prefill nk %d nv %d ] wgmma vs mma.sync state kernel: output rel L2 %.2e, states %.2e%s\n", c.nk, c.nv, out_diff,
+                state_diff, out_w == out_m && state_w == state_m ? " (same bits)" : "");
     EXPECT_LT(out_diff, 1e-3);
     EXPECT_LT(state_diff, 1e-5);
   }

@@ -42,8 +42,8 @@ inline DeltaNetLayer random_deltanet_layer(int nk, int nv, std::mt19937& rng, bo
 // One row through the CPU layer's decode arithmetic (model/deltanet.cpp, steps 2-5 before the out
 // projection). ring: this slot's K × conv_dim ring, S: its [nv, dk, dv] state, both updated; out:
 // [value_dim] before the bf16 rounding.
-inline void deltanet_reference_row(const DeltaNetLayer& L, const float* qkv, const float* z, const float* b, const float* a, int64_t pos,
-                   float* ring, float* S, std::vector<float>& out) {
+inline void deltanet_reference_row(const DeltaNetLayer& L, const float* qkv, const float* z, const float* b, const float* a, int64_t pos, float* ring,
+                                   float* S, std::vector<float>& out) {
   // Causal conv over the rows of positions pos−K+1..pos (negative ones are zeros), then SiLU.
   std::vector<float> mixed(static_cast<std::size_t>(L.conv_dim));
   for (int64_t ch = 0; ch < L.conv_dim; ++ch) {

@@ -3,15 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
+#include "backend/cuda/gpu_test_support.h"
 #include "backend/cuda/rows/rms_norm_rows.h"
 #include "backend/cuda/rows/swiglu_rows.h"
 #include "core/half.h"
-#include "backend/cuda/gpu_test_support.h"
 
 namespace qwenrt {
 namespace {
@@ -60,8 +60,17 @@ TEST(SkinnyGemm, MatchesDoubleReferenceOnOddShapes) {
   // the overlapping kernel, so its other variant), small ones split along K over blocks, and more
   // row tiles than the GPU holds blocks at once (k 1000 ends in a partial chunk); 27B out_proj (320
   // tiles: streamed unsplit).
-  for (Problem p : {Problem{1, 16, 32}, {1, 17, 8}, {3, 1000, 1032}, {8, 33, 4096}, {9, 250, 520}, {33, 70, 264},
-                    {64, 1024, 3584}, {5, 9000, 4096}, {2, 30000, 1000}, {12, 20007, 520}, {1, 5120, 6144}}) {
+  for (Problem p : {Problem{1, 16, 32},
+                    {1, 17, 8},
+                    {3, 1000, 1032},
+                    {8, 33, 4096},
+                    {9, 250, 520},
+                    {33, 70, 264},
+                    {64, 1024, 3584},
+                    {5, 9000, 4096},
+                    {2, 30000, 1000},
+                    {12, 20007, 520},
+                    {1, 5120, 6144}}) {
     std::vector<float> xf, wf;
     auto xb = test::random_bf16(static_cast<std::size_t>(p.n * p.k), rng, xf);
     auto wb = test::random_bf16(static_cast<std::size_t>(p.rows * p.k), rng, wf);
@@ -205,8 +214,8 @@ TEST(SkinnyGemm, SwiGluMatchesDoubleReference) {
     test::poison(act);
     const auto before = test::to_host<uint16_t>(act, static_cast<std::size_t>(p.n * ld_act));
     Workspace ws(cuda::skinny_gemm_swiglu_workspace_bytes(p.n, p.k, p.rows));
-    cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), p.n, p.k, p.k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), p.rows,
-                             act.as<__nv_bfloat16>(), ld_act, nullptr, ws.view());
+    cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), p.n, p.k, p.k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), p.rows, act.as<__nv_bfloat16>(),
+                             ld_act, nullptr, ws.view());
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     ws.expect_counters_zero();
     const auto got = test::to_host<uint16_t>(act, static_cast<std::size_t>(p.n * ld_act));
@@ -252,8 +261,8 @@ TEST(SkinnyGemm, SwiGluMatchesUnfusedBitwise) {
   gemm(dx, n, k, k, segs);
   cuda::DeviceBuffer unfused(static_cast<std::size_t>(n * rows) * 2), fused(static_cast<std::size_t>(n * rows) * 2);
   cuda::swiglu_rows(gu.as<float>(), 2 * rows, unfused.as<__nv_bfloat16>(), rows, n, rows, nullptr);
-  cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, fused.as<__nv_bfloat16>(),
-                           rows, nullptr);
+  cuda::skinny_gemm_swiglu(dx.as<__nv_bfloat16>(), n, k, k, dg.as<__nv_bfloat16>(), du.as<__nv_bfloat16>(), rows, fused.as<__nv_bfloat16>(), rows,
+                           nullptr);
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
   const auto a = test::to_host<uint16_t>(unfused, static_cast<std::size_t>(n * rows));
   const auto b = test::to_host<uint16_t>(fused, static_cast<std::size_t>(n * rows));
@@ -300,8 +309,8 @@ TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
   // The last two: more row tiles than the GPU holds blocks at once, so persistent blocks take
   // several tiles each (a partial last tile in the second). Then 0.8B's q/k/v (320 tiles over a
   // short K: whole) and a launch of that size with a partial tile.
-  for (Problem p : {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}, {1, 30000, 1000}, {5, 20007, 520},
-                    {1, 5120, 1024}, {8, 4100, 1032}}) {
+  for (Problem p :
+       {Problem{1, 1000, 1024}, {3, 300, 4096}, {8, 6200, 5120}, {2, 40, 264}, {1, 30000, 1000}, {5, 20007, 520}, {1, 5120, 1024}, {8, 4100, 1032}}) {
     const int64_t ldh = p.k + 4;
     const float eps = 1e-6f;
     const auto h = test::random_f32(static_cast<std::size_t>(p.n * ldh), rng, 3.0f);
@@ -357,7 +366,8 @@ TEST(SkinnyGemm, NormedSwiGluMatchesNormThenSwiGlu) {
                              b.as<__nv_bfloat16>(), rows, nullptr, ws.view());
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     ws.expect_counters_zero();
-    const auto av = test::to_host<uint16_t>(a, static_cast<std::size_t>(n * rows)), bv = test::to_host<uint16_t>(b, static_cast<std::size_t>(n * rows));
+    const auto av = test::to_host<uint16_t>(a, static_cast<std::size_t>(n * rows)),
+               bv = test::to_host<uint16_t>(b, static_cast<std::size_t>(n * rows));
     std::vector<float> af(av.size());
     std::vector<double> bd(bv.size());
     std::size_t differ = 0;
@@ -396,12 +406,12 @@ TEST(SkinnyGemm, RejectsBadShapes) {
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 4096, 4096, {&big, 1}, nullptr), Error);
   // A workspace without the tile counters is refused too.
   EXPECT_THROW(cuda::skinny_gemm(d.as<__nv_bfloat16>(), 1, 4096, 4096, {&big, 1}, nullptr, {d.get(), d.bytes(), nullptr}), Error);
-  EXPECT_THROW(cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 0,
-                                        d.as<__nv_bfloat16>(), 4, nullptr),
-               Error);
-  EXPECT_THROW(cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 8,
-                                        d.as<__nv_bfloat16>(), 4, nullptr),
-               Error);
+  EXPECT_THROW(
+      cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 0, d.as<__nv_bfloat16>(), 4, nullptr),
+      Error);
+  EXPECT_THROW(
+      cuda::skinny_gemm_swiglu(d.as<__nv_bfloat16>(), 1, 64, 64, d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(), 8, d.as<__nv_bfloat16>(), 4, nullptr),
+      Error);
 }
 
 }  // namespace

@@ -1,15 +1,14 @@
-#include "backend/cuda/rows/argmax_rows.h"
-#include "backend/cuda/rows/rms_norm_rows.h"
-#include "backend/cuda/rows/swiglu_rows.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "core/half.h"
 #include "backend/cuda/gpu_test_support.h"
+#include "backend/cuda/rows/argmax_rows.h"
+#include "backend/cuda/rows/rms_norm_rows.h"
+#include "backend/cuda/rows/swiglu_rows.h"
+#include "core/half.h"
 #include "model/qwen35_model.h"
 
 namespace qwenrt {
@@ -56,10 +55,8 @@ TEST(RowOps, SwiGluFromF32AndBf16Products) {
     for (int from_bf16 = 0; from_bf16 < 2; ++from_bf16) {
       test::poison(out);
       const auto before = test::to_host<uint16_t>(out, static_cast<std::size_t>(s.rows * ld_out));
-      if (from_bf16)
-        cuda::swiglu_rows(d_b16.as<__nv_bfloat16>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
-      else
-        cuda::swiglu_rows(d_f32.as<float>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
+      if (from_bf16) cuda::swiglu_rows(d_b16.as<__nv_bfloat16>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
+      else cuda::swiglu_rows(d_f32.as<float>(), ld_gu, out.as<__nv_bfloat16>(), ld_out, s.rows, s.width, nullptr);
       QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
       const auto got = test::to_host<uint16_t>(out, static_cast<std::size_t>(s.rows * ld_out));
       expect_swiglu(got, before, from_bf16 ? exact_b16 : exact_f32, ld_gu, ld_out, s.rows, s.width, from_bf16 ? "bf16 in" : "f32 in");

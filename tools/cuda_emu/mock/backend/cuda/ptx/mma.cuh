@@ -4,7 +4,9 @@
 namespace qwenrt::cuda {
 inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  uint32_t r; std::memcpy(&r, &v, 4); return r;
+  uint32_t r;
+  std::memcpy(&r, &v, 4);
+  return r;
 }
 inline float lo_bf(uint32_t r) { return emu_bf2f(static_cast<uint16_t>(r & 0xffff)); }
 inline float hi_bf(uint32_t r) { return emu_bf2f(static_cast<uint16_t>(r >> 16)); }
@@ -13,19 +15,30 @@ inline float hi_bf(uint32_t r) { return emu_bf2f(static_cast<uint16_t>(r >> 16))
 // C/D: c0,c1 (g, 2t..2t+1) c2,c3 (g+8, 2t..).
 inline void mma_bf16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
   uint64_t* s = emu::slot(emu::lane());
-  s[0] = a0; s[1] = a1; s[2] = a2; s[3] = a3; s[4] = b0; s[5] = b1;
+  s[0] = a0;
+  s[1] = a1;
+  s[2] = a2;
+  s[3] = a3;
+  s[4] = b0;
+  s[5] = b1;
   emu::syncwarp();
   float A[16][16], B[16][8];
   for (int l = 0; l < 32; ++l) {
     const uint64_t* o = emu::slot(l);
     const int g = l / 4, t = l % 4;
     const uint32_t a[4] = {uint32_t(o[0]), uint32_t(o[1]), uint32_t(o[2]), uint32_t(o[3])};
-    A[g][2 * t] = lo_bf(a[0]); A[g][2 * t + 1] = hi_bf(a[0]);
-    A[g + 8][2 * t] = lo_bf(a[1]); A[g + 8][2 * t + 1] = hi_bf(a[1]);
-    A[g][2 * t + 8] = lo_bf(a[2]); A[g][2 * t + 9] = hi_bf(a[2]);
-    A[g + 8][2 * t + 8] = lo_bf(a[3]); A[g + 8][2 * t + 9] = hi_bf(a[3]);
-    B[2 * t][g] = lo_bf(uint32_t(o[4])); B[2 * t + 1][g] = hi_bf(uint32_t(o[4]));
-    B[2 * t + 8][g] = lo_bf(uint32_t(o[5])); B[2 * t + 9][g] = hi_bf(uint32_t(o[5]));
+    A[g][2 * t] = lo_bf(a[0]);
+    A[g][2 * t + 1] = hi_bf(a[0]);
+    A[g + 8][2 * t] = lo_bf(a[1]);
+    A[g + 8][2 * t + 1] = hi_bf(a[1]);
+    A[g][2 * t + 8] = lo_bf(a[2]);
+    A[g][2 * t + 9] = hi_bf(a[2]);
+    A[g + 8][2 * t + 8] = lo_bf(a[3]);
+    A[g + 8][2 * t + 9] = hi_bf(a[3]);
+    B[2 * t][g] = lo_bf(uint32_t(o[4]));
+    B[2 * t + 1][g] = hi_bf(uint32_t(o[4]));
+    B[2 * t + 8][g] = lo_bf(uint32_t(o[5]));
+    B[2 * t + 9][g] = hi_bf(uint32_t(o[5]));
   }
   emu::syncwarp();
   const int g = emu::lane() / 4, t = emu::lane() % 4;
@@ -39,7 +52,10 @@ inline void mma_bf16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
 // ldmatrix .x4 (.trans): lane l addresses row l%8 of matrix l/8 (16 bytes). Plain: lane gets, of
 // each matrix, row g, elements 2t, 2t+1. Trans: rows 2t and 2t+1, element g.
 inline void emu_ldmatrix(uint32_t (&r)[4], uint32_t addr, bool trans) {
-  if (addr % 16 != 0) { std::fprintf(stderr, "ldmatrix row address %u not 16-byte aligned\n", addr); std::abort(); }
+  if (addr % 16 != 0) {
+    std::fprintf(stderr, "ldmatrix row address %u not 16-byte aligned\n", addr);
+    std::abort();
+  }
   emu::slot(emu::lane())[0] = addr;
   emu::syncwarp();
   const int g = emu::lane() / 4, t = emu::lane() % 4;
@@ -63,15 +79,22 @@ inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t a) { emu_ldmatrix(r, a, false
 inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t a) { emu_ldmatrix(r, a, true); }
 // cp.async: copied at issue (eager) or at the wait that covers its group (deferred).
 inline void cp_async16(uint32_t smem_addr, const void* gmem, bool fill) {
-  if (smem_addr % 16 || reinterpret_cast<uintptr_t>(gmem) % 16) { std::fprintf(stderr, "cp.async misaligned\n"); std::abort(); }
+  if (smem_addr % 16 || reinterpret_cast<uintptr_t>(gmem) % 16) {
+    std::fprintf(stderr, "cp.async misaligned\n");
+    std::abort();
+  }
   unsigned char* dst = emu_smem(smem_addr, 16);
-  if (!fill) { std::memset(dst, 0, 16); return; }
+  if (!fill) {
+    std::memset(dst, 0, 16);
+    return;
+  }
   if (emu::g_eager_copies) std::memcpy(dst, gmem, 16);
   else emu::me().pending.push_back({dst, static_cast<const unsigned char*>(gmem), 16, emu::me().group});
 }
 inline void cp_async16(void* smem, const void* gmem) { cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem, true); }
 inline void cp_async_commit() { ++emu::me().group; }
-template <int N> inline void cp_async_wait() {
+template <int N>
+inline void cp_async_wait() {
   auto& f = emu::me();
   std::vector<emu::Pending> keep;
   for (auto& p : f.pending) {
@@ -84,22 +107,36 @@ template <int N> inline void cp_async_wait() {
 // tf32 pieces, for running the previous (tf32) kernels through the same emulator.
 namespace qwenrt::cuda {
 inline uint32_t to_tf32(float x) {
-  uint32_t u; std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) != 0x7f800000u) { u += 0x1000u; u &= 0xffffe000u; }  // cvt.rna: ties away
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) {
+    u += 0x1000u;
+    u &= 0xffffe000u;
+  }  // cvt.rna: ties away
   return u;
 }
 inline void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   uint64_t* s = emu::slot(emu::lane());
   for (int i = 0; i < 4; ++i) s[i] = a[i];
-  s[4] = b[0]; s[5] = b[1];
+  s[4] = b[0];
+  s[5] = b[1];
   emu::syncwarp();
   float A[16][8], B[8][8];
-  auto f = [](uint64_t r) { uint32_t u = uint32_t(r); float x; std::memcpy(&x, &u, 4); return x; };
+  auto f = [](uint64_t r) {
+    uint32_t u = uint32_t(r);
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
   for (int l = 0; l < 32; ++l) {
     const uint64_t* o = emu::slot(l);
     const int g = l / 4, t = l % 4;
-    A[g][t] = f(o[0]); A[g + 8][t] = f(o[1]); A[g][t + 4] = f(o[2]); A[g + 8][t + 4] = f(o[3]);
-    B[t][g] = f(o[4]); B[t + 4][g] = f(o[5]);
+    A[g][t] = f(o[0]);
+    A[g + 8][t] = f(o[1]);
+    A[g][t + 4] = f(o[2]);
+    A[g + 8][t + 4] = f(o[3]);
+    B[t][g] = f(o[4]);
+    B[t + 4][g] = f(o[5]);
   }
   emu::syncwarp();
   const int g = emu::lane() / 4, t = emu::lane() % 4;
@@ -115,6 +152,9 @@ inline void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4], const uint32_t 
 inline void grid_launch_dependents() {}
 inline void signal_ready(int32_t* counter) { __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); }
 inline void wait_ready(const int32_t* counter, int32_t count) {
-  if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < count) { std::fprintf(stderr, "wait_ready: counter %d < %d\n", *counter, count); std::abort(); }
+  if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < count) {
+    std::fprintf(stderr, "wait_ready: counter %d < %d\n", *counter, count);
+    std::abort();
+  }
 }
 }  // namespace qwenrt::cuda

@@ -9,15 +9,24 @@
 // time before that): shared memory overwritten before the wait, or accumulators read before it,
 // give wrong results here as they would there.
 #include <cuda_bf16.h>
+
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/ptx/wgmma_layout.cuh"
 namespace qwenrt::cuda {
 
 namespace wgmma_emu {
-struct Desc { uint32_t start, lead, stride; };
+struct Desc {
+  uint32_t start, lead, stride;
+};
 inline Desc decode(uint64_t d) {
-  if ((d >> 62) != 1) { std::fprintf(stderr, "wgmma: descriptor layout %llu is not the 128-byte swizzle\n", (unsigned long long)(d >> 62)); std::abort(); }
-  if (((d >> 49) & 7) != 0) { std::fprintf(stderr, "wgmma: descriptor base offset is not 0\n"); std::abort(); }
+  if ((d >> 62) != 1) {
+    std::fprintf(stderr, "wgmma: descriptor layout %llu is not the 128-byte swizzle\n", (unsigned long long)(d >> 62));
+    std::abort();
+  }
+  if (((d >> 49) & 7) != 0) {
+    std::fprintf(stderr, "wgmma: descriptor base offset is not 0\n");
+    std::abort();
+  }
   return {static_cast<uint32_t>(d & 0x3FFF) << 4, static_cast<uint32_t>((d >> 16) & 0x3FFF) << 4, static_cast<uint32_t>((d >> 32) & 0x3FFF) << 4};
 }
 inline float at(uint32_t addr) {
@@ -29,21 +38,27 @@ inline float at(uint32_t addr) {
 // Operand stored [mn][k] (K-major): 8-row groups `stride` apart, rows 128 bytes apart inside one,
 // the instruction's 16 k (32 bytes) inside one 128-byte row.
 inline float k_major(const Desc& d, int mn, int k) {
-  if (d.start % 16 != 0 || d.start % 128 + 32 > 128) { std::fprintf(stderr, "wgmma: K-major start %u leaves its 128-byte row\n", d.start); std::abort(); }
+  if (d.start % 16 != 0 || d.start % 128 + 32 > 128) {
+    std::fprintf(stderr, "wgmma: K-major start %u leaves its 128-byte row\n", d.start);
+    std::abort();
+  }
   return at(d.start + (mn / 8) * d.stride + (mn % 8) * 128 + 2 * k);
 }
 // Operand stored [k][mn] (MN-major): 64 mn per 128-byte row, column blocks of 64 `lead` apart,
 // 8-row groups of k `stride` apart. Only whole swizzle rows are used (start on a 128-byte boundary).
 inline float mn_major(const Desc& d, int k, int mn) {
-  if (d.start % 128 != 0) { std::fprintf(stderr, "wgmma: MN-major start %u inside a 128-byte row\n", d.start); std::abort(); }
+  if (d.start % 128 != 0) {
+    std::fprintf(stderr, "wgmma: MN-major start %u inside a 128-byte row\n", d.start);
+    std::abort();
+  }
   return at(d.start + (mn / 64) * d.lead + (k / 8) * d.stride + (k % 8) * 128 + 2 * (mn % 64));
 }
 
 struct Op {
   float* d;
-  int n;             // N of m64nNk16
+  int n;  // N of m64nNk16
   bool a_in_regs;
-  uint32_t a[4];     // this lane's A fragment (a_in_regs)
+  uint32_t a[4];  // this lane's A fragment (a_in_regs)
   uint64_t desc_a, desc_b;
   bool b_mn_major;
   bool accumulate;
@@ -61,8 +76,10 @@ inline void run(const Op& op) {
       const uint64_t* o = emu::slot(4 * g + tt);
       for (int h = 0; h < 2; ++h) {  // h: row g (a0, a2) or g + 8 (a1, a3)
         const uint32_t lo = uint32_t(o[h]), hi = uint32_t(o[2 + h]);
-        A[h][2 * tt] = lo_bf(lo); A[h][2 * tt + 1] = hi_bf(lo);
-        A[h][2 * tt + 8] = lo_bf(hi); A[h][2 * tt + 9] = hi_bf(hi);
+        A[h][2 * tt] = lo_bf(lo);
+        A[h][2 * tt + 1] = hi_bf(lo);
+        A[h][2 * tt + 8] = lo_bf(hi);
+        A[h][2 * tt + 9] = hi_bf(hi);
       }
     }
     emu::syncwarp();
@@ -90,14 +107,16 @@ inline void issue(const Op& op) {
 inline void wgmma_fence() {}
 inline void fence_proxy_async_shared() {}
 inline void wgmma_commit() { ++emu::me().wgmma_groups; }
-template <int N> inline void wgmma_wait() {
+template <int N>
+inline void wgmma_wait() {
   auto& f = emu::me();
   std::vector<std::pair<int, std::function<void()>>> keep, run;
   for (auto& op : f.wgmma_ops) (op.first < f.wgmma_groups - N ? run : keep).push_back(op);
   f.wgmma_ops.swap(keep);
   for (auto& op : run) op.second();
 }
-template <int N> inline void wgmma_hold(float (&)[N]) {}
+template <int N>
+inline void wgmma_hold(float (&)[N]) {}
 
 inline void wgmma_64x64_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   wgmma_emu::issue({d, 64, false, {}, desc_a, desc_b, false, accumulate != 0});
