@@ -10,7 +10,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQWENRT_CUDA=ON -DCM
 targets=(qwenrt qwenrt_cuda_tests)
 for b in bench/cuda/*_bench.cpp; do targets+=("cuda_$(basename "$b" .cpp)"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude); mkdir -p "$(dirname "$exclude")"; grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
 # Compressed: the call's whole working tree travels within 64 MiB.
 rm -rf .gpu "$build/pack" && mkdir -p .gpu "$build/pack"
 for t in "${targets[@]}"; do cp "$build/$t" "$build/pack/"; done

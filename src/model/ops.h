@@ -56,6 +56,10 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
+  // The graph is about to run layer `layer` (0-based). A hook for what a backend tracks per layer:
+  // the CPU names the first layer whose residual is not finite.
+  virtual void begin_layer(int layer) {}
+
   // ---- plain ops
   // The residual stream's first rows: each row's token embedding (or its given row), f32 [T, H].
   virtual Act embed() = 0;

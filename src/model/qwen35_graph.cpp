@@ -11,6 +11,7 @@ GraphOutputs Qwen35Graph::run(Ops& ops) const {
   Act h = ops.embed();
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& L = weights_.layers[i];
+    ops.begin_layer(static_cast<int>(i));
     if (L.kind == LayerKind::FullAttention) attention_block(ops, L, kind_index_[i], h);
     else deltanet_block(ops, L, kind_index_[i], h);
     feed_forward_block(ops, L, h);

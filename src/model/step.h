@@ -18,8 +18,8 @@ struct StepSequence {
   // Rows whose input is given rather than looked up (vision features, MTP inputs): their indices
   // into `tokens`, ascending, and their rows [embedding_rows.size(), hidden] in f32. Such a row's
   // token id is not read for its embedding.
-  std::vector<int32_t> embedding_rows;
-  std::vector<float> embeddings;
+  std::vector<int32_t> embedding_rows{};
+  std::vector<float> embeddings{};
   // Decode steps queued through engine/StepQueue only: >= 0 makes the sequence's one token the
   // pick of that row of the step queued just before (its `tokens` entry is then not read), so the
   // step can be queued before the host has seen that pick.

@@ -90,7 +90,11 @@ void bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaN
   g.conv = b.vector(conv, shape);
   g.dt_bias = b.vector(p + "dt_bias", {nv});
   auto a_log = b.vector(p + "A_log", {nv});
-  for (float& v : a_log) v = -std::exp(v);
+  for (float& v : a_log) {
+    v = -std::exp(v);
+    if (!std::isfinite(v))
+      fail("tensor '", p, "A_log': a value above 88 makes the decay −exp(A_log) overflow f32 (the layer's state would turn to NaN)");
+  }
   g.neg_exp_a = std::move(a_log);
   g.norm = b.vector(p + "norm.weight", {c.linear_value_head_dim});
 }

@@ -1,7 +1,9 @@
 // Broken checkpoints: every inconsistency is an Error naming the file, the tensor and the problem.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -197,6 +199,42 @@ TEST_F(BrokenCheckpoint, OverlappingTensorData) {
     std::copy(hs.begin(), hs.end(), img.begin() + 8);
     test::write_file(dir_ / "model.safetensors", img);
     EXPECT_ERROR_HAS(load_error(), "overlapping");
+  }
+}
+
+// A_log so large that −exp(A_log) overflows f32: an error at load naming the tensor, not NaN
+// logits later.
+TEST_F(BrokenCheckpoint, OverflowingALog) {
+  auto& s = spec("linear_attn.A_log");
+  ASSERT_EQ(s.dtype, "F32");
+  const float big = 100.0f;
+  std::memcpy(s.bytes.data(), &big, 4);
+  write_weights();
+  EXPECT_ERROR_HAS(load_error(), s.name.c_str(), "A_log", "overflow f32");
+}
+
+// A NaN in a weight matrix stops the first step that reads it, naming the layer, instead of giving
+// garbage tokens with exit code 0.
+TEST_F(BrokenCheckpoint, NonFiniteMatrixStopsTheStepNamingTheLayer) {
+  auto& s = spec("layers.2.mlp.down_proj.weight");
+  ASSERT_TRUE(s.dtype == "BF16" || s.dtype == "F32" || s.dtype == "F16") << s.dtype;
+  if (s.dtype == "F32") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(s.bytes.data() + 40, &nan, 4);
+  } else {
+    s.bytes[40] = 0xC1, s.bytes[41] = s.dtype == "BF16" ? 0x7F : 0x7E;  // bf16 / f16 NaN
+  }
+  write_weights();
+  ASSERT_EQ(load_error(), "");
+  const auto model = Qwen35Model::load(dir_);
+  ModelCache cache = model.new_cache(1);
+  const int slot = cache.acquire();
+  ThreadPool pool(1);
+  try {
+    model.forward({Phase::Window, {{slot, {1, 2, 3}}}, false}, cache, pool);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_ERROR_HAS(e.what(), "non-finite values in layer 2", "sequence slot 0", "qwenrt info --check");
   }
 }
 

@@ -1,5 +1,8 @@
 #include "model/cpu/cpu_ops.h"
 
+#include <cmath>
+#include <string>
+
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "core/error.h"
@@ -33,6 +36,8 @@ Act CpuOps::embed() {
       }
     }
   }
+  layer_ = -1;
+  require_finite(h, "embedding");
   return h;
 }
 
@@ -56,6 +61,10 @@ std::vector<Act> CpuOps::matmul(Part part, const Act& x, std::initializer_list<c
     targets.push_back({*w, out.back().as<float>(), w->rows});
   }
   cpu::matmul_multi(x.as<float>(), x.rows, x.cols, targets, ctx_.pool);
+  if (part == Part::LmHead) {
+    layer_ = -1;
+    require_finite(out[0], "head");
+  }
   return out;
 }
 
@@ -64,6 +73,29 @@ void CpuOps::add(Act& h, const Act& y) {
   const float* yp = y.as<float>();
   const std::size_t n = static_cast<std::size_t>(h.rows * h.cols);
   for (std::size_t i = 0; i < n; ++i) hp[i] += yp[i];
+  require_finite(h, "residual stream");
+}
+
+void CpuOps::require_finite(const Act& x, const char* what) const {
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* row = x.as<float>() + r * x.ld;
+    bool finite = true;
+    for (int64_t c = 0; c < x.cols; ++c) finite &= std::isfinite(row[c]);
+    if (finite) continue;
+    // Which sequence and position the row is (rows of the head are the wanted rows, in order).
+    const int64_t step_row = x.rows == ctx_.layout.total_rows ? r : ctx_.layout.logit_rows[static_cast<std::size_t>(r)];
+    int slot = -1;
+    int64_t position = -1;
+    for (const auto& sp : ctx_.layout.spans)
+      if (step_row >= sp.first_row && step_row < sp.first_row + sp.rows) slot = sp.slot, position = sp.start_position + step_row - sp.first_row;
+    const std::string where =
+        layer_ >= 0
+            ? "layer " + std::to_string(layer_) + " (" +
+                  (ctx_.config.layer_types[static_cast<std::size_t>(layer_)] == LayerKind::FullAttention ? "gated attention" : "Gated DeltaNet") + ")"
+            : std::string(what);
+    fail("the forward pass produced non-finite values in ", where, " (", what, ", sequence slot ", slot, ", position ", position,
+         "); the checkpoint may hold NaN or Inf weights: `qwenrt info --check` scans them");
+  }
 }
 
 Act CpuOps::swiglu(const Act& gate, const Act& up) {

@@ -14,6 +14,7 @@ class CpuOps final : public Ops {
  public:
   CpuOps(const BlockContext& ctx, const Step& step, const ModelWeights& weights) : ctx_(ctx), step_(step), weights_(weights) {}
 
+  void begin_layer(int layer) override { layer_ = layer; }
   Act embed() override;
   Act rms_norm(Part part, const Act& x, const ParamVector& w) override;
   std::vector<Act> matmul(Part part, const Act& x, std::initializer_list<const Weight*> weights) override;
@@ -28,10 +29,16 @@ class CpuOps final : public Ops {
   // Output `index` of `part`: [rows, cols] f32, its storage kept until the part runs again.
   Act buffer(Part part, int index, int64_t rows, int64_t cols);
 
+  // Error naming the layer (and the first bad row's slot and position) when `rows` rows of `x`
+  // are not all finite: a NaN or Inf weight, or an overflow, stops the step instead of yielding
+  // garbage tokens.
+  void require_finite(const Act& x, const char* what) const;
+
   const BlockContext& ctx_;
   const Step& step_;
   const ModelWeights& weights_;
   std::array<std::vector<std::vector<float>>, static_cast<std::size_t>(Part::kCount)> buffers_;
+  int layer_ = -1;  // the layer running (-1: embedding or head)
 };
 
 }  // namespace qwenrt
