@@ -56,7 +56,12 @@ struct Scheduler::Sequence {
 
 Scheduler::Scheduler(const Qwen35Model& model, const text::Tokenizer& tokenizer, std::vector<int32_t> model_stop_ids, const SchedulerOptions& options,
                      ThreadPool& pool)
-    : model_(model), tokenizer_(tokenizer), stop_ids_(std::move(model_stop_ids)), options_(options), pool_(pool), cache_(model.new_cache(options.max_seqs)) {
+    : model_(model),
+      tokenizer_(tokenizer),
+      stop_ids_(std::move(model_stop_ids)),
+      options_(options),
+      pool_(pool),
+      cache_(model.new_cache(options.max_seqs)) {
   if (options_.max_seqs < 1 || options_.ctx_size < 2 || options_.max_queue < 0 || options_.prefill_chunk < 1 || options_.window_budget < 1)
     fail("scheduler: invalid options");
   thread_ = std::thread([this] { loop(); });
@@ -76,7 +81,8 @@ std::shared_ptr<RequestHandle> Scheduler::submit(GenerationRequest request) {
   if (request.prompt.empty()) throw SubmitError(K::Invalid, "the prompt is empty");
   const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
   for (int32_t id : request.prompt)
-    if (id < 0 || id >= vocab) throw SubmitError(K::Invalid, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    if (id < 0 || id >= vocab)
+      throw SubmitError(K::Invalid, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   if (request.max_tokens < 1) throw SubmitError(K::Invalid, "max_tokens must be at least 1");
   try {
     request.sampling.validate();
@@ -85,8 +91,9 @@ std::shared_ptr<RequestHandle> Scheduler::submit(GenerationRequest request) {
   }
   const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
   if (need > options_.ctx_size)
-    throw SubmitError(K::TooLong, "the prompt (" + std::to_string(request.prompt.size()) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) +
-                                      ") is more than the context of " + std::to_string(options_.ctx_size) + " tokens");
+    throw SubmitError(K::TooLong, "the prompt (" + std::to_string(request.prompt.size()) + " tokens) plus max_tokens (" +
+                                      std::to_string(request.max_tokens) + ") is more than the context of " + std::to_string(options_.ctx_size) +
+                                      " tokens");
   auto handle = std::make_shared<RequestHandle>();
   auto seq = std::make_unique<Sequence>(tokenizer_, std::move(request), handle);
   {
@@ -222,7 +229,8 @@ void Scheduler::window(std::vector<std::unique_ptr<Sequence>>& running) {
     const int64_t rows = static_cast<int64_t>(end - s->prefilled);
     if (rows > budget && !seqs.empty()) continue;
     budget -= rows;
-    step.sequences.push_back({s->slot, {s->request.prompt.begin() + static_cast<long>(s->prefilled), s->request.prompt.begin() + static_cast<long>(end)}, {}, {}});
+    step.sequences.push_back(
+        {s->slot, {s->request.prompt.begin() + static_cast<long>(s->prefilled), s->request.prompt.begin() + static_cast<long>(end)}, {}, {}});
     seqs.push_back(s.get());
     if (budget <= 0) break;
   }

@@ -80,9 +80,9 @@ class RequestHandle {
 };
 
 struct SchedulerOptions {
-  int max_seqs = 8;            // cache slots: sequences that run at once
-  int64_t ctx_size = 8192;     // prompt + max_tokens of one request
-  int max_queue = 64;          // requests waiting for a slot
+  int max_seqs = 8;             // cache slots: sequences that run at once
+  int64_t ctx_size = 8192;      // prompt + max_tokens of one request
+  int max_queue = 64;           // requests waiting for a slot
   int64_t prefill_chunk = 512;  // prompt chunks end at multiples of this
   int64_t window_budget = 512;  // prompt rows of one window step (at least one chunk runs)
 };

@@ -81,7 +81,8 @@ void convert_message(const json& m, const std::string& path, json& out) {
       calls.push_back(call);
     } else if (*type == "tool_result") {
       if (*role != "user") bad_field(bp + ".type", "tool_result blocks belong to user messages");
-      json tool = {{"role", "tool"}, {"content", b.contains("content") && !b["content"].is_null() ? text_of_blocks(b["content"], bp + ".content") : ""}};
+      json tool = {{"role", "tool"},
+                   {"content", b.contains("content") && !b["content"].is_null() ? text_of_blocks(b["content"], bp + ".content") : ""}};
       if (auto id = get_string(b, "tool_use_id", bp)) tool["tool_call_id"] = *id;
       out.push_back(tool);
     } else {
@@ -100,7 +101,9 @@ void convert_message(const json& m, const std::string& path, json& out) {
 
 }  // namespace
 
-json error_body(int status, const std::string& message) { return {{"type", "error"}, {"error", {{"type", error_type(status)}, {"message", message}}}}; }
+json error_body(int status, const std::string& message) {
+  return {{"type", "error"}, {"error", {{"type", error_type(status)}, {"message", message}}}};
+}
 
 ParsedRequest parse_messages(const json& body, const ServedModel& model) {
   ParsedRequest r;
@@ -111,7 +114,8 @@ ParsedRequest parse_messages(const json& body, const ServedModel& model) {
   const auto max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   if (!max_tokens) bad_field("max_tokens", "is required");
   json chat = json::array();
-  if (body.contains("system") && !body["system"].is_null()) chat.push_back({{"role", "system"}, {"content", text_of_blocks(body["system"], "system")}});
+  if (body.contains("system") && !body["system"].is_null())
+    chat.push_back({{"role", "system"}, {"content", text_of_blocks(body["system"], "system")}});
   for (std::size_t i = 0; i < messages->size(); ++i) convert_message((*messages)[i], "messages[" + std::to_string(i) + "]", chat);
   json request = {{"messages", chat}, {"add_generation_prompt", true}};
   if (const json* tools = get_array(body, "tools"); tools && !tools->empty()) {
@@ -160,7 +164,7 @@ json Response::whole(const Collected& c) const {
     const auto b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
     text = b == std::string::npos ? "" : text.substr(b, e - b + 1);
   }
-  if (!text.empty() || c.tool_calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  if (!text.empty() || content.empty()) content.push_back({{"type", "text"}, {"text", text}});
   for (const auto& t : c.tool_calls) content.push_back({{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", t.name}, {"input", t.arguments}});
   return {{"id", id_},
           {"type", "message"},
@@ -207,31 +211,37 @@ std::string Response::stream_event(const GenerationEvent& e) {
   const OutputDelta& d = e.delta;
   if (!d.reasoning.empty()) {
     out += open_block("thinking");
-    out += event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+    out += event("content_block_delta",
+                 {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
   }
   // Whitespace between the reasoning and a tool call opens no text block.
   const bool blank = d.content.find_first_not_of(" \t\r\n") == std::string::npos;
   if (!d.content.empty() && !(blank && block_type_ != "text")) {
     out += open_block("text");
-    out += event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+    out +=
+        event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
   }
   for (const auto& t : d.tool_calls) {
     out += close_block();
     ++index_;
-    out += event("content_block_start", {{"type", "content_block_start"},
-                                         {"index", index_},
-                                         {"content_block", {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", t.name}, {"input", json::object()}}}});
-    out += event("content_block_delta",
-                 {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "input_json_delta"}, {"partial_json", arguments_string(t)}}}});
+    out += event("content_block_start",
+                 {{"type", "content_block_start"},
+                  {"index", index_},
+                  {"content_block", {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", t.name}, {"input", json::object()}}}});
+    out +=
+        event("content_block_delta",
+              {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "input_json_delta"}, {"partial_json", arguments_string(t)}}}});
     out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
   }
   if (e.finished) {
     if (e.finish == FinishReason::Error) return out + event("error", error_body(500, "generation failed: " + e.error));
     if (index_ < 0) out += open_block("text");  // an answer has at least one block
     out += close_block();
-    out += event("message_delta", {{"type", "message_delta"},
-                                   {"delta", {{"stop_reason", stop_reason(e)}, {"stop_sequence", e.finish == FinishReason::StopString ? json(e.stop_string) : json(nullptr)}}},
-                                   {"usage", {{"output_tokens", e.completion_tokens}}}});
+    out += event(
+        "message_delta",
+        {{"type", "message_delta"},
+         {"delta", {{"stop_reason", stop_reason(e)}, {"stop_sequence", e.finish == FinishReason::StopString ? json(e.stop_string) : json(nullptr)}}},
+         {"usage", {{"output_tokens", e.completion_tokens}}}});
     out += event("message_stop", {{"type", "message_stop"}});
   }
   return out;

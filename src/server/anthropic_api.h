@@ -28,7 +28,7 @@ class Response {
   std::string close_block();
 
   std::string model_, id_;
-  int index_ = -1;           // the content block open now
+  int index_ = -1;          // the content block open now
   std::string block_type_;  // its type ("" when none is open)
 };
 

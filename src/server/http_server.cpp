@@ -121,8 +121,7 @@ void HttpServer::routes() {
       std::rethrow_exception(ep);
     } catch (const std::exception& e) {
       what = std::string("internal error: ") + e.what();
-    } catch (...) {
-    }
+    } catch (...) {}
     error(res, api_of(req.path), 500, what);
   });
 
@@ -135,6 +134,22 @@ void HttpServer::routes() {
   h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", model_->id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "qwenrt"}, {"max_model_len", model_->ctx_size}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
+  });
+  // Prometheus text format (the first counters and gauges; latency histograms come later).
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const SchedulerStats s = scheduler_->stats();
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + std::to_string(value) + "\n";
+    };
+    metric("qwenrt_requests_running", "gauge", "Sequences in cache slots.", s.running);
+    metric("qwenrt_requests_waiting", "gauge", "Requests waiting for a slot.", s.waiting);
+    metric("qwenrt_free_slots", "gauge", "Cache slots free.", s.free_slots);
+    metric("qwenrt_requests_total", "counter", "Requests accepted by the scheduler.", s.requests);
+    metric("qwenrt_prompt_tokens_total", "counter", "Prompt tokens admitted.", s.prompt_tokens);
+    metric("qwenrt_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+    metric("qwenrt_http_in_flight", "gauge", "Generation requests being answered.", in_flight_.load());
+    res.set_content(out, "text/plain; version=0.0.4");
   });
   h.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, kOpenAiChat); });
   h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, kOpenAiCompletion); });
@@ -181,7 +196,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
   std::shared_ptr<RequestHandle> handle;
   try {
     const json body = parse_body(req.body);
-    parsed = api == kAnthropic ? anthropic::parse_messages(body, *model_)
+    parsed = api == kAnthropic    ? anthropic::parse_messages(body, *model_)
              : api == kOpenAiChat ? openai::parse_chat(body, *model_)
                                   : openai::parse_completion(body, *model_);
   } catch (const RequestError& e) {

@@ -21,7 +21,7 @@ namespace qwenrt::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: a free one
+  int port = 8080;      // 0: a free one
   std::string api_key;  // empty: no key needed
   std::size_t max_body_bytes = std::size_t{8} << 20;
   std::size_t max_header_bytes = std::size_t{16} << 10;

@@ -56,7 +56,8 @@ std::optional<int64_t> get_int(const json& obj, const std::string& key, int64_t 
   } else {
     bad_field(name(path, key), "must be an integer");
   }
-  if (x < lo || x > hi) bad_field(name(path, key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(x));
+  if (x < lo || x > hi)
+    bad_field(name(path, key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(x));
   return x;
 }
 

@@ -192,7 +192,8 @@ ParsedRequest parse_completion(const json& body, const ServedModel& model) {
     const int64_t vocab = model.session.model().config().vocab_size;
     for (std::size_t i = 0; i < prompt.size(); ++i) {
       const json& t = prompt[i];
-      if (!t.is_number_integer()) bad_field("prompt", "must be a string, an array of token ids, or one of those in an array (batches are not supported yet)");
+      if (!t.is_number_integer())
+        bad_field("prompt", "must be a string, an array of token ids, or one of those in an array (batches are not supported yet)");
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id >= vocab) bad_field("prompt[" + std::to_string(i) + "]", "token id " + std::to_string(id) + " is outside the vocabulary");
       r.gen.prompt.push_back(static_cast<int32_t>(id));
