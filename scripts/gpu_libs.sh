@@ -3,6 +3,8 @@
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null); do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
 done
+# The shared libraries gpu_pack.sh carries (cpp-httplib, brotli) where gpu_bin_dir unpacks them.
+export LD_LIBRARY_PATH="/tmp/qwenrt-gpu-bin/lib:${LD_LIBRARY_PATH:-}"
 # The folder holding the binaries of BIN_DIR: BIN_DIR itself, or where its gpu_pack.sh archive
 # (qwenrt-gpu.tar.xz) is unpacked.
 gpu_bin_dir() {

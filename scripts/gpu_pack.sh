@@ -15,5 +15,9 @@ exclude=$(git rev-parse --git-path info/exclude); mkdir -p "$(dirname "$exclude"
 rm -rf .gpu "$build/pack" && mkdir -p .gpu "$build/pack"
 for t in "${targets[@]}"; do cp "$build/$t" "$build/pack/"; done
 strip "$build/pack"/* 2>/dev/null || true
+# qwenrt links Debian's cpp-httplib (the server) and its brotli libraries, which the GPU machine
+# lacks: they travel in lib/ (gpu_libs.sh puts it on LD_LIBRARY_PATH).
+mkdir -p "$build/pack/lib"
+for l in $(ldd "$build/qwenrt" | awk '/libcpp-httplib|libbrotli/ {print $3}'); do cp -L "$l" "$build/pack/lib/"; done
 tar -C "$build/pack" -cJf .gpu/qwenrt-gpu.tar.xz .
 du -sh .gpu

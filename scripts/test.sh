@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# The server tests use the official openai and anthropic clients (pinned); they skip without them.
+python3 -m pip install -q -r tests/server/requirements.txt || echo "test.sh: pip install failed; the server client tests will skip"
 jobs=$(nproc)
 # The CUDA backend compiles (and its GPU tests skip) wherever the toolkit is installed, GPU or not.
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi

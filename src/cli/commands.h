@@ -18,6 +18,7 @@ int run_tokenize(const Args& args);
 int run_template(const Args& args);
 int run_run(const Args& args);
 int run_chat(const Args& args);
+int run_serve(const Args& args);
 
 // Applies --threads (default: all hardware threads) to the global pool.
 class Options;

@@ -24,6 +24,8 @@ const char* kUsage =
     "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "            [--presence-penalty X] [--frequency-penalty X] [--seed S]\n"
     "  chat      --model DIR [same sampling options] [--system S] [--no-think]\n"
+    "  serve     [--model DIR] [--device cpu|cuda[:N]] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
+    "            [--max-seqs N] [--ctx-size N] [--max-queue N]  (OpenAI and Anthropic HTTP APIs)\n"
     "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
 
 }  // namespace
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
     if (command == "template") return qwenrt::cli::run_template(args);
     if (command == "run") return qwenrt::cli::run_run(args);
     if (command == "chat") return qwenrt::cli::run_chat(args);
+    if (command == "serve") return qwenrt::cli::run_serve(args);
     std::fprintf(stderr, "qwenrt: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const qwenrt::Error& e) {

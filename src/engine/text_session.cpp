@@ -7,10 +7,9 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/text_output.h"
 #include "formats/generation_config.h"
 #include "text/jinja/chat_template_loader.h"
-#include "text/output/reasoning_splitter.h"
-#include "text/output/text_stream.h"
 #include "text/output/tool_call_parser.h"
 
 namespace qwenrt {
@@ -54,7 +53,10 @@ TextSession::TextSession(const std::string& model_dir, bool verbose, const Devic
 }
 
 std::string TextSession::render(const nlohmann::ordered_json& messages, bool enable_thinking) const {
-  nlohmann::ordered_json request = {{"messages", messages}, {"add_generation_prompt", true}, {"enable_thinking", enable_thinking}};
+  return render_request({{"messages", messages}, {"add_generation_prompt", true}, {"enable_thinking", enable_thinking}});
+}
+
+std::string TextSession::render_request(const nlohmann::ordered_json& request) const {
   try {
     return template_->apply(request, special_);
   } catch (const std::exception& e) {
@@ -66,18 +68,15 @@ TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable
                              const std::function<void(const std::string&)>& on_content, const std::function<void(const std::string&)>& on_reasoning) {
   const std::string prompt_text = render(messages, enable_thinking);
   const std::vector<int32_t> prompt = tokenizer_->encode(prompt_text);
-  // Did the prompt leave a <think> block open (Qwen 3.5 with thinking on)?
-  const auto open = prompt_text.rfind("<think>"), close = prompt_text.rfind("</think>");
-  const bool in_reasoning = open != std::string::npos && (close == std::string::npos || close < open);
-
   SampledGenerationOptions opt = options;
   opt.stop_ids.insert(opt.stop_ids.end(), stop_ids_.begin(), stop_ids_.end());
   ModelCache cache = model_->new_cache(1);
   const int slot = cache.acquire();
-  text::TextStream stream;
-  text::ReasoningSplitter splitter(in_reasoning);
+  TextOutputOptions out_opt;
+  out_opt.starts_in_reasoning = prompt_opens_reasoning(prompt_text);
+  TextOutput output(*tokenizer_, out_opt);
   TurnResult result;
-  auto emit = [&](const text::TextDelta& d) {
+  auto emit = [&](const OutputDelta& d) {
     if (!d.reasoning.empty()) on_reasoning(d.reasoning), result.reasoning += d.reasoning;
     if (!d.content.empty()) on_content(d.content), result.content += d.content;
   };
@@ -85,12 +84,11 @@ TurnResult TextSession::turn(const nlohmann::ordered_json& messages, bool enable
       *model_, cache, slot, prompt, opt,
       [&](const SampledToken& t) {
         result.tokens.push_back(t.id);
-        if (!tokenizer_->is_special(t.id)) emit(splitter.push(stream.push(tokenizer_->token_bytes(t.id))));
+        emit(output.push(t.id));
         return true;
       },
       ThreadPool::global());
-  emit(splitter.push(stream.finish()));
-  emit(splitter.finish());
+  emit(output.finish());
   auto parsed = text::parse_tool_calls(result.content);
   for (const auto& c : parsed.calls) result.tool_calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
   if (!parsed.calls.empty()) result.content = parsed.content;

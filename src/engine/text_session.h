@@ -37,6 +37,13 @@ class TextSession {
                   const std::function<void(const std::string&)>& on_content, const std::function<void(const std::string&)>& on_reasoning);
 
   std::string render(const nlohmann::ordered_json& messages, bool enable_thinking) const;
+  // Renders a whole apply_chat_template request (messages, tools, add_generation_prompt,
+  // enable_thinking, ...); Error naming the template's complaint.
+  std::string render_request(const nlohmann::ordered_json& request) const;
+
+  // What the server's scheduler builds on.
+  const Qwen35Model& model() const { return *model_; }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 
  private:
   std::unique_ptr<Qwen35Model> model_;

@@ -1,0 +1,213 @@
+// engine/Scheduler on the demo model: batch invariance on the CPU (a greedy sequence's logits and
+// tokens are bitwise the same alone or among 15 others), cancellation frees slots, the context and
+// queue limits.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/thread_pool.h"
+#include "engine/text_session.h"
+
+namespace qwenrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string demo_model() {
+  const fs::path root = fs::path(QWENRT_SOURCE_DIR) / "models";
+  if (fs::exists(root))
+    for (const auto& e : fs::directory_iterator(root))
+      if (fs::exists(e.path() / "config.json")) return e.path().string();
+  return "";
+}
+
+TextSession& session() {
+  static TextSession s(demo_model(), false);
+  return s;
+}
+
+std::vector<int32_t> prompt_of(int i) {
+  return session().tokenizer().encode("Prompt number " + std::to_string(i) + ": tell me something about the number " + std::to_string(i * 7) + ".");
+}
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.output.split_reasoning = false;
+  return r;
+}
+
+struct Result {
+  std::string text;
+  GenerationEvent finish;
+};
+
+Result collect(RequestHandle& h) {
+  Result r;
+  std::vector<GenerationEvent> events;
+  while (h.wait(events, std::chrono::seconds(30))) {
+    for (auto& e : events) {
+      r.text += e.delta.content;
+      if (e.finished) r.finish = e;
+    }
+    events.clear();
+  }
+  return r;
+}
+
+TEST(Scheduler, DecodeLogitsDoNotDependOnTheBatch) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  // The model level: one sequence's decode row alone and as row 5 of 16.
+  const Qwen35Model& model = session().model();
+  ThreadPool& pool = ThreadPool::global();
+  const std::size_t V = static_cast<std::size_t>(model.config().vocab_size);
+  auto run = [&](int rows) {
+    ModelCache cache = model.new_cache(rows);
+    Step window{Phase::Window, {}, false};
+    for (int i = 0; i < rows; ++i) window.sequences.push_back({cache.acquire(), i == 5 || rows == 1 ? prompt_of(5) : prompt_of(100 + i), {}, {}});
+    model.forward(window, cache, pool);
+    Step decode{Phase::Decode, {}, false};
+    for (int i = 0; i < rows; ++i) decode.sequences.push_back({i, {static_cast<int32_t>(42 + i * (rows > 1 && i != 5))}, {}, {}});
+    const std::vector<float> logits = model.forward(decode, cache, pool);
+    const std::size_t row = rows == 1 ? 0 : 5;
+    return std::vector<float>(logits.begin() + static_cast<long>(row * V), logits.begin() + static_cast<long>((row + 1) * V));
+  };
+  const auto alone = run(1), among = run(16);
+  ASSERT_EQ(alone.size(), among.size());
+  EXPECT_EQ(0, std::memcmp(alone.data(), among.data(), alone.size() * sizeof(float))) << "decode logits differ alone and among 16";
+}
+
+TEST(Scheduler, GreedyTokensAloneAndAmongFifteenOthers) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 16;
+  opt.prefill_chunk = opt.window_budget = 16;  // prompts of several chunks, sharing window steps
+  Result alone;
+  {
+    Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+    alone = collect(*s.submit(greedy(prompt_of(3), 48)));
+  }
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 16; ++i) {
+    GenerationRequest r = greedy(prompt_of(i == 7 ? 3 : 200 + i), i == 7 ? 48 : 8 + 3 * i);
+    if (i % 3 == 0) r.sampling.temperature = 0.8f, r.sampling.seed = static_cast<uint64_t>(i);
+    handles.push_back(s.submit(std::move(r)));
+  }
+  const Result among = collect(*handles[7]);
+  for (auto& h : handles) collect(*h);
+  EXPECT_EQ(alone.text, among.text);
+  EXPECT_EQ(alone.finish.completion_tokens, 48);
+  EXPECT_EQ(among.finish.finish, FinishReason::Length);
+}
+
+TEST(Scheduler, CancelFreesTheSlot) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 1;
+  opt.max_queue = 4;
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  auto first = s.submit(greedy(prompt_of(1), 4000));
+  std::vector<GenerationEvent> events;
+  first->wait(events, std::chrono::seconds(10));  // running
+  auto second = s.submit(greedy(prompt_of(2), 5));
+  first->cancel();
+  const Result r1 = collect(*first), r2 = collect(*second);
+  EXPECT_EQ(r1.finish.finish, FinishReason::Cancelled);
+  EXPECT_EQ(r2.finish.finish, FinishReason::Length);
+  EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  EXPECT_EQ(s.stats().free_slots, 1);
+}
+
+TEST(Scheduler, RefusesWhatCannotRun) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 1;
+  opt.max_queue = 1;
+  opt.ctx_size = 64;
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  try {
+    s.submit(greedy(prompt_of(1), 60));
+    FAIL() << "accepted a request longer than the context";
+  } catch (const SubmitError& e) {
+    EXPECT_EQ(e.kind, SubmitError::Kind::TooLong);
+  }
+  try {
+    s.submit(greedy({-1}, 1));
+    FAIL();
+  } catch (const SubmitError& e) {
+    EXPECT_EQ(e.kind, SubmitError::Kind::Invalid);
+  }
+  // One runs, one waits, the next is refused.
+  std::vector<std::shared_ptr<RequestHandle>> accepted;
+  int refused = 0;
+  for (int i = 0; i < 4; ++i) {
+    try {
+      accepted.push_back(s.submit(greedy(prompt_of(1), 40)));
+    } catch (const SubmitError& e) {
+      EXPECT_EQ(e.kind, SubmitError::Kind::QueueFull);
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(accepted.size(), 3u);
+  for (auto& h : accepted) h->cancel();
+  for (auto& h : accepted) collect(*h);
+}
+
+TEST(Scheduler, StopStringsEndTheText) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), {}, ThreadPool::global());
+  const Result full = collect(*s.submit(greedy(prompt_of(4), 30)));
+  ASSERT_GE(full.text.size(), 6u);
+  GenerationRequest r = greedy(prompt_of(4), 30);
+  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  r.output.stop_strings = {stop};
+  const Result cut = collect(*s.submit(std::move(r)));
+  EXPECT_EQ(cut.finish.finish, FinishReason::StopString);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+}
+
+}  // namespace
+}  // namespace qwenrt
+
+namespace qwenrt {
+namespace {
+
+TEST(TextOutput, CutsToolCallsAsTheyClose) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  const text::Tokenizer& tok = session().tokenizer();
+  const std::string text =
+      "thinking</think>\n\nLet me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+      "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\nmore <tool_call>broken";
+  TextOutputOptions opt;
+  opt.starts_in_reasoning = true;
+  opt.tool_calls = true;
+  opt.tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"days": {"type": "integer"}}}}}])");
+  TextOutput out(tok, opt);
+  OutputDelta all;
+  int call_at = -1, pushes = 0;
+  for (int32_t id : tok.encode(text)) {
+    OutputDelta d = out.push(id);
+    if (!d.tool_calls.empty() && call_at < 0) call_at = pushes;
+    all.append(std::move(d));
+    ++pushes;
+  }
+  all.append(out.finish());
+  EXPECT_EQ(all.reasoning, "thinking");
+  ASSERT_EQ(all.tool_calls.size(), 1u);
+  EXPECT_LT(call_at, pushes - 1);  // streamed when it closed, not at the end
+  EXPECT_EQ(all.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(all.tool_calls[0].arguments, nlohmann::ordered_json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(all.content, "Let me check.\n\nmore <tool_call>broken");
+  EXPECT_EQ(out.tool_call_count(), 1);
+}
+
+}  // namespace
+}  // namespace qwenrt

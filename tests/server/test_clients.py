@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""qwenrt serve checked with the official `openai` and `anthropic` Python clients (and raw HTTP for
+error shapes, disconnects and shutdown). Starts the real binary on 127.0.0.1 with --port 0 and the
+demo model. Exits 77 (CTest: skipped) when the client packages are missing.
+
+    QWENRT_CLI=build/rel/qwenrt python3 tests/server/test_clients.py
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import anthropic
+    import openai
+except ImportError as e:  # pragma: no cover
+    print(f"skipping: {e} (pip install -r tests/server/requirements.txt)")
+    sys.exit(77)
+
+CLI = os.environ.get("QWENRT_CLI", "build/rel/qwenrt")
+
+
+class Server:
+    """One `qwenrt serve` process on a free port of 127.0.0.1."""
+
+    def __init__(self, *args, env=None):
+        self.proc = subprocess.Popen([CLI, "serve", "--port", "0", "--threads", "2", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+        deadline = time.time() + 60
+        line = ""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if "ready on" in line or not line:
+                break
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.port = int(m.group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def openai(self, key="none", **kw):
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=60, **kw)
+
+    def anthropic(self, key="none"):
+        return anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0, timeout=60)
+
+    def request(self, method, path, body=None, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(raw), dict(r.getheaders())
+        except ValueError:
+            return r.status, raw.decode(errors="replace"), dict(r.getheaders())
+
+    def metrics(self):
+        status, text, _ = self.request("GET", "/metrics")
+        assert status == 200, text
+        return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(qwenrt_\w+) (\S+)$", text, re.M)}
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+def greedy_run(prompt, max_tokens):
+    """What `qwenrt run` answers (greedy)."""
+    out = subprocess.run([CLI, "run", "-p", prompt, "--temperature", "0", "-n", str(max_tokens), "--json", "--threads", "2"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--max-seqs", "16")
+        cls.client = cls.server.openai()
+        cls.model = cls.client.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    # OpenAI chat
+    def test_health_and_models(self):
+        self.assertEqual(self.server.request("GET", "/health")[0], 200)
+        models = self.client.models.list().data
+        self.assertEqual(len(models), 1)
+        self.assertTrue(models[0].id)
+
+    def test_chat_matches_run(self):
+        ref = greedy_run("Hello, who are you?", 24)
+        r = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "Hello, who are you?"}],
+                                                max_tokens=24, temperature=0)
+        msg = r.choices[0].message
+        self.assertEqual((msg.model_extra or {}).get("reasoning_content", ""), ref["reasoning"])
+        self.assertEqual(msg.content or "", ref["text"])
+        self.assertEqual(r.choices[0].finish_reason, ref["finish_reason"])
+        self.assertEqual(r.usage.completion_tokens, len(ref["tokens"]))
+        self.assertGreater(r.usage.prompt_tokens, 0)
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
+
+    def test_chat_stream_equals_whole(self):
+        kw = dict(model=self.model, messages=[{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": [{"type": "text", "text": "Tell me "},
+                                                                           {"type": "text", "text": "a story."}]}],
+                  max_completion_tokens=30, temperature=0)
+        whole = self.client.chat.completions.create(**kw)
+        reasoning, content, usage, finish = "", "", None, None
+        for chunk in self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw):
+            if chunk.usage:
+                usage = chunk.usage
+            for c in chunk.choices:
+                reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+                content += c.delta.content or ""
+                finish = c.finish_reason or finish
+        self.assertEqual(reasoning, (whole.choices[0].message.model_extra or {}).get("reasoning_content", ""))
+        self.assertEqual(content, whole.choices[0].message.content or "")
+        self.assertTrue(reasoning)  # the demo model's Qwen 3.5 template opens <think>
+        self.assertEqual(finish, whole.choices[0].finish_reason)
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+
+    def test_thinking_off(self):
+        r = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=12,
+                                                temperature=0, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        self.assertFalse((r.choices[0].message.model_extra or {}).get("reasoning_content"))
+        self.assertTrue(r.choices[0].message.content)
+
+    def test_sampling_parameters_and_seed(self):
+        kw = dict(model=self.model, messages=[{"role": "user", "content": "Say something"}], max_tokens=16, temperature=0.9,
+                  top_p=0.9, presence_penalty=0.5, frequency_penalty=0.2, seed=1234, stop=["zzzz", "qqqq"],
+                  extra_body={"top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1})
+        a = self.client.chat.completions.create(**kw)
+        b = self.client.chat.completions.create(**kw)
+        self.assertEqual(a.choices[0].message.model_extra.get("reasoning_content"),
+                         b.choices[0].message.model_extra.get("reasoning_content"))
+
+    def test_stop_string(self):
+        whole = self.client.completions.create(model=self.model, prompt="The meaning of life is", max_tokens=20, temperature=0)
+        text = whole.choices[0].text
+        self.assertGreater(len(text), 8)
+        stop = text[len(text) // 2:len(text) // 2 + 3]
+        cut = self.client.completions.create(model=self.model, prompt="The meaning of life is", max_tokens=20, temperature=0, stop=stop)
+        self.assertEqual(cut.choices[0].text, text[:text.index(stop)])
+        self.assertEqual(cut.choices[0].finish_reason, "stop")
+
+    def test_tools_round_trip(self):
+        tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                                  "required": ["city"]}}}]
+        messages = [{"role": "user", "content": "Weather in Paris?"},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}]
+        r = self.client.chat.completions.create(model=self.model, messages=messages, tools=tools, tool_choice="auto", max_tokens=16,
+                                                temperature=0)
+        self.assertIn(r.choices[0].finish_reason, ("length", "stop", "tool_calls"))
+        chunks = list(self.client.chat.completions.create(model=self.model, messages=messages, tools=tools, max_tokens=16,
+                                                          temperature=0, stream=True))
+        self.assertEqual(chunks[-1].choices[0].finish_reason, r.choices[0].finish_reason)
+        # The rendered prompt carries the tool definitions and the call.
+        status, tok, _ = self.server.request("POST", "/tokenize", {"messages": messages, "tools": tools})
+        self.assertEqual(status, 200)
+        status, text, _ = self.server.request("POST", "/detokenize", {"tokens": tok["tokens"]})
+        self.assertIn("get_weather", text["prompt"])
+        self.assertIn("18 C, sunny", text["prompt"])
+
+    # OpenAI completions
+    def test_completion_token_ids(self):
+        status, tok, _ = self.server.request("POST", "/tokenize", {"prompt": "Once upon a time"})
+        ids = tok["tokens"]
+        ref = subprocess.run([CLI, "generate", "--tokens", ",".join(map(str, ids)), "--max-tokens", "12", "--temperature", "0",
+                              "--json", "--threads", "2", "--model", os.path.dirname(CLI) and self._model_dir()],
+                             capture_output=True, text=True, timeout=60)
+        r = self.client.completions.create(model=self.model, prompt=ids, max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+        self.assertEqual(r.usage.completion_tokens, 12)
+        self.assertEqual(r.usage.prompt_tokens, len(ids))
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        if ref.returncode == 0:
+            gen = json.loads(ref.stdout)["tokens"]
+            status, text, _ = self.server.request("POST", "/detokenize", {"tokens": gen})
+            self.assertEqual(r.choices[0].text, text["prompt"])
+        streamed = "".join(c.choices[0].text for c in self.client.completions.create(
+            model=self.model, prompt=ids, max_tokens=12, temperature=0, stream=True, extra_body={"ignore_eos": True}) if c.choices)
+        self.assertEqual(streamed, r.choices[0].text)
+
+    def _model_dir(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models")
+        return next(os.path.join(root, d) for d in sorted(os.listdir(root)) if os.path.exists(os.path.join(root, d, "config.json")))
+
+    def test_tokenize_round_trip(self):
+        text = "Hello world, ünïcode ✓ and <think> tags"
+        status, tok, _ = self.server.request("POST", "/tokenize", {"prompt": text})
+        self.assertEqual(status, 200)
+        self.assertEqual(tok["count"], len(tok["tokens"]))
+        status, back, _ = self.server.request("POST", "/detokenize", {"tokens": tok["tokens"]})
+        self.assertEqual(back["prompt"], text)
+
+    # Anthropic messages
+    def test_anthropic_messages(self):
+        client = self.server.anthropic()
+        kw = dict(model=self.model, max_tokens=24, temperature=0, system="You are terse.",
+                  messages=[{"role": "user", "content": [{"type": "text", "text": "Hello there"}]}])
+        m = client.messages.create(**kw)
+        self.assertEqual(m.role, "assistant")
+        self.assertEqual(m.stop_reason, "max_tokens")
+        self.assertEqual(m.usage.output_tokens, 24)
+        kinds = [b.type for b in m.content]
+        self.assertIn("thinking", kinds)
+        with client.messages.stream(**kw) as s:
+            events = [e.type for e in s]
+            final = s.get_final_message()
+        self.assertEqual(events[0], "message_start")
+        self.assertEqual(events[-1], "message_stop")
+        self.assertIn("content_block_start", events)
+        self.assertIn("message_delta", events)
+        self.assertEqual([b.model_dump() for b in final.content], [b.model_dump() for b in m.content])
+        self.assertEqual(final.stop_reason, "max_tokens")
+
+    def test_anthropic_tools_and_history(self):
+        client = self.server.anthropic()
+        m = client.messages.create(
+            model=self.model, max_tokens=10, temperature=0, stop_sequences=["zzzz"],
+            tools=[{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+            messages=[{"role": "user", "content": "Weather in Paris?"},
+                      {"role": "assistant", "content": [{"type": "thinking", "thinking": "I should call the tool.", "signature": ""},
+                                                        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]}],
+            extra_body={"thinking": {"type": "disabled"}})
+        self.assertIn(m.stop_reason, ("max_tokens", "end_turn", "tool_use"))
+
+    def test_anthropic_errors(self):
+        client = self.server.anthropic()
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            client.messages.create(model=self.model, max_tokens=-5, messages=[{"role": "user", "content": "x"}])
+        self.assertEqual(e.exception.body["type"], "error")
+        self.assertIn("max_tokens", e.exception.body["error"]["message"])
+
+    # Errors
+    def test_errors_name_the_field(self):
+        cases = [({"messages": "hi"}, "messages"), ({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
+                 ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 10 ** 9}, "max_tokens"),
+                 ({"messages": [{"role": "user", "content": "x"}], "top_p": 3}, "top_p"),
+                 ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+                 ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content[0].type"),
+                 ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+                 ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop[0]")]
+        for body, field in cases:
+            status, err, _ = self.server.request("POST", "/v1/chat/completions", body)
+            self.assertEqual(status, 400, body)
+            self.assertEqual(err["error"]["param"], field, err)
+            self.assertEqual(err["error"]["type"], "invalid_request_error")
+        for raw in ("{", "[]", "{\"messages\": " + "[" * 500 + "]" * 500 + "}", "\xff"):
+            status, err, _ = self.server.request("POST", "/v1/chat/completions", raw)
+            self.assertEqual(status, 400, raw[:20])
+            self.assertIn("error", err)
+        status, err, _ = self.server.request("POST", "/v1/completions", {"prompt": [99999999]})
+        self.assertEqual((status, err["error"]["param"]), (400, "prompt[0]"))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": "x"}], max_tokens=0)
+        self.assertEqual(e.exception.body["param"], "max_tokens")
+        status, err, _ = self.server.request("GET", "/v1/nothing")
+        self.assertEqual(status, 404)
+        self.assertEqual(err["error"]["type"], "not_found_error")
+        status, err, _ = self.server.request("POST", "/v1/chat/completions", b"{" + b" " * (9 << 20) + b"}")
+        self.assertEqual(status, 413)
+
+    # Batching
+    def test_greedy_tokens_do_not_depend_on_the_load(self):
+        prompt = "Invariance: the same greedy answer whatever else runs."
+        kw = dict(model=self.model, max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
+        alone = self.client.completions.create(prompt=prompt, **kw).choices[0].text
+
+        def other(i):
+            return self.client.completions.create(model=self.model, prompt=f"Other request {i}: " + "words " * (i * 5), max_tokens=20 + i,
+                                                  temperature=0.7 if i % 2 else 0, seed=i).choices[0].text
+
+        with ThreadPoolExecutor(16) as pool:
+            others = [pool.submit(other, i) for i in range(15)]
+            together = pool.submit(lambda: self.client.completions.create(prompt=prompt, **kw).choices[0].text)
+            for f in others:
+                f.result()
+            self.assertEqual(together.result(), alone)
+
+    def test_disconnect_frees_the_slot(self):
+        socks = []
+        for i in range(6):
+            s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+            body = json.dumps({"model": self.model, "prompt": f"disconnect {i}", "max_tokens": 4000, "stream": True, "ignore_eos": True})
+            s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            socks.append(s)
+        for s in socks:
+            got = b""
+            while got.count(b"data:") < 3:
+                got += s.recv(4096)
+            s.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and self.server.metrics()["qwenrt_requests_running"] > 0:
+            time.sleep(0.1)
+        m = self.server.metrics()
+        self.assertEqual(m["qwenrt_requests_running"], 0)
+        self.assertEqual(m["qwenrt_free_slots"], 16)
+        r = self.client.completions.create(model=self.model, prompt="still serving", max_tokens=4)
+        self.assertEqual(r.usage.completion_tokens, 4)
+
+
+class LimitsTest(unittest.TestCase):
+    def test_api_key(self):
+        server = Server("--api-key", "sekrit")
+        try:
+            self.assertEqual(server.request("GET", "/health")[0], 200)
+            with self.assertRaises(openai.AuthenticationError):
+                server.openai("wrong").models.list()
+            with self.assertRaises(anthropic.AuthenticationError):
+                server.anthropic("wrong").messages.create(model="m", max_tokens=4, messages=[{"role": "user", "content": "x"}])
+            status, err, _ = server.request("GET", "/v1/models")
+            self.assertEqual((status, err["error"]["type"]), (401, "authentication_error"))
+            self.assertEqual(len(server.openai("sekrit").models.list().data), 1)
+            m = server.anthropic("sekrit").messages.create(model="m", max_tokens=4, messages=[{"role": "user", "content": "x"}])
+            self.assertEqual(m.usage.output_tokens, 4)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_full_queue_is_429(self):
+        server = Server("--max-seqs", "1", "--max-queue", "1")
+        try:
+            def call(i):
+                return server.request("POST", "/v1/completions", {"prompt": f"flood {i}", "max_tokens": 200, "ignore_eos": True})
+
+            with ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(call, range(8)))
+            statuses = sorted(r[0] for r in results)
+            self.assertIn(429, statuses)
+            self.assertIn(200, statuses)
+            self.assertTrue(all(s in (200, 429) for s in statuses), statuses)
+            limited = next(r for r in results if r[0] == 429)
+            self.assertEqual(limited[1]["error"]["type"], "rate_limit_error")
+            self.assertIn("Retry-After", limited[2])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_sigterm_drains(self):
+        server = Server()
+        result = {}
+
+        def stream():
+            client = server.openai()
+            n, finish = 0, None
+            for c in client.completions.create(model="m", prompt="drain me", max_tokens=150, stream=True, extra_body={"ignore_eos": True}):
+                n += 1 if c.choices and c.choices[0].text else 0
+                finish = (c.choices[0].finish_reason if c.choices else None) or finish
+                result.setdefault("first", time.time())
+            result["finish"] = finish
+
+        t = threading.Thread(target=stream)
+        t.start()
+        while "first" not in result:
+            time.sleep(0.01)
+        server.proc.send_signal(signal.SIGTERM)
+        t.join(60)
+        self.assertEqual(result.get("finish"), "length")
+        self.assertEqual(server.proc.wait(timeout=30), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
