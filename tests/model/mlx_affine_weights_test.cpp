@@ -58,7 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MlxAffineFixture, ::testing::ValuesIn(quant_f
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MlxAffineFixture);
 
 TEST(MlxAffineFixtures, AllRecipesAreThere) {
-  for (const char* n : {"mlx_q4_g64", "mlx_q8_g32", "mlx_q3_g64", "mlx_mixed_3_6"}) EXPECT_TRUE(fs::exists(test::fixtures_dir() / n / "reference.json")) << n;
+  for (const char* n : {"mlx_q4_g64", "mlx_q8_g32", "mlx_q3_g64", "mlx_mixed_3_6"})
+    EXPECT_TRUE(fs::exists(test::fixtures_dir() / n / "reference.json")) << n;
 }
 
 TEST(MlxAffineFixtures, MixedRecipeHasPerModuleBits) {
@@ -75,7 +76,8 @@ TEST(MlxAffineFixtures, MixedRecipeHasPerModuleBits) {
 class MlxAffineErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("qwenrt_mlx_err_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("qwenrt_mlx_err_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const fs::path src = test::fixtures_dir() / "mlx_q4_g64";

@@ -43,7 +43,8 @@ Packed make(int bits, int gs, int64_t rows, int64_t cols, std::mt19937& rng) {
     p.biases.push_back(f32_to_bf16(nd(rng) * 8));
   }
   p.w = {WeightFormat::MlxAffine, rows, cols, reinterpret_cast<const std::byte*>(p.words.data())};
-  p.w.quant = {bits, gs, WeightFormat::BF16, reinterpret_cast<const std::byte*>(p.scales.data()), reinterpret_cast<const std::byte*>(p.biases.data())};
+  p.w.quant = {bits, gs, WeightFormat::BF16, reinterpret_cast<const std::byte*>(p.scales.data()),
+               reinterpret_cast<const std::byte*>(p.biases.data())};
   return p;
 }
 
