@@ -1,6 +1,8 @@
 #include "backend/weight.h"
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -12,6 +14,7 @@ std::string_view weight_format_name(WeightFormat f) {
     case WeightFormat::F32: return "f32";
     case WeightFormat::F16: return "f16";
     case WeightFormat::BF16: return "bf16";
+    case WeightFormat::MlxAffine: return "mlx_affine";
   }
   return "?";
 }
@@ -25,7 +28,22 @@ WeightFormat weight_format_of(DType t) {
   }
 }
 
-std::size_t weight_element_bytes(WeightFormat f) { return f == WeightFormat::F32 ? 4 : 2; }
+std::size_t weight_element_bytes(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32: return 4;
+    case WeightFormat::F16:
+    case WeightFormat::BF16: return 2;
+    case WeightFormat::MlxAffine: break;
+  }
+  fail("internal: weight_element_bytes of a quantized format");
+}
+
+void check_affine_params(int bits, int group_size, const std::string& what) {
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 5 && bits != 6 && bits != 8)
+    fail(what, ": MLX affine bits = ", bits, " is not supported (2, 3, 4, 5, 6 or 8)");
+  if (group_size != 32 && group_size != 64 && group_size != 128)
+    fail(what, ": MLX affine group_size = ", group_size, " is not supported (32, 64 or 128)");
+}
 
 void Weight::row_to_f32(int64_t r, float* out) const {
   if (!data) fail("internal: weight without host data read on the host");
@@ -40,6 +58,27 @@ void Weight::row_to_f32(int64_t r, float* out) const {
         out[c] = format == WeightFormat::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
       return;
+    case WeightFormat::MlxAffine: {
+      const int bits = quant.bits;
+      const uint32_t mask = (1u << bits) - 1;
+      const int64_t groups = cols / quant.group_size;
+      std::vector<float> s(static_cast<std::size_t>(groups)), b(s.size());
+      Weight sw{quant.scale_format, rows, groups, quant.scales}, bw{quant.scale_format, rows, groups, quant.biases};
+      sw.row_to_f32(r, s.data());
+      bw.row_to_f32(r, b.data());
+      const auto* bytes = reinterpret_cast<const uint8_t*>(p);
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t bit = c * bits;
+        const int64_t byte = bit >> 3;
+        const int sh = static_cast<int>(bit & 7);
+        uint32_t v = bytes[byte];
+        if (sh + bits > 8) v |= static_cast<uint32_t>(bytes[byte + 1]) << 8;
+        const float q = static_cast<float>((v >> sh) & mask);
+        const auto g = static_cast<std::size_t>(c / quant.group_size);
+        out[c] = std::fma(s[g], q, b[g]);
+      }
+      return;
+    }
   }
 }
 

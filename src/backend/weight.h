@@ -8,6 +8,7 @@
 // enter here, beside the dense ones, without the model changing.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,9 +17,10 @@
 namespace qwenrt {
 
 enum class WeightFormat : uint8_t {
-  F32,   // dense float32
-  F16,   // dense IEEE half
-  BF16,  // dense bfloat16
+  F32,        // dense float32
+  F16,        // dense IEEE half
+  BF16,       // dense bfloat16
+  MlxAffine,  // MLX affine quantized: packed uint32 words + per-group scales and biases (Weight::quant)
 };
 
 std::string_view weight_format_name(WeightFormat f);
@@ -26,6 +28,21 @@ std::string_view weight_format_name(WeightFormat f);
 WeightFormat weight_format_of(DType t);
 // Bytes of one stored element (dense formats).
 std::size_t weight_element_bytes(WeightFormat f);
+
+// The parameters of an MLX affine quantized matrix (mlx.core.quantize, mode "affine"). Row r's
+// element j is the unsigned `bits`-wide field at bit j·bits of the row's little-endian bitstream
+// (LSB first over consecutive uint32 words), and its value is fma(scale, q, bias) in f32 with the
+// scale and bias of group j / group_size of that row. cols is a multiple of group_size.
+struct AffineQuant {
+  int bits = 0;                                    // 2, 3, 4, 5, 6 or 8
+  int group_size = 0;                              // 32, 64 or 128
+  WeightFormat scale_format = WeightFormat::BF16;  // dense format of scales and biases
+  const std::byte* scales = nullptr;               // [rows, cols / group_size]
+  const std::byte* biases = nullptr;               // [rows, cols / group_size]
+};
+
+// Checks bits and group size (Error naming `what` otherwise).
+void check_affine_params(int bits, int group_size, const std::string& what);
 
 // Where a backend other than the CPU keeps a weight (set once when the model moves there).
 struct BoundWeight {
@@ -41,19 +58,34 @@ struct Weight {
   // random_scale] from this seed (nonzero) wherever the matrix is uploaded.
   uint64_t random_seed = 0;
   float random_scale = 0;
-  BoundWeight bound;
+  BoundWeight bound{};
+  AffineQuant quant{};  // format == MlxAffine only
 
-  std::size_t row_bytes() const { return static_cast<std::size_t>(cols) * weight_element_bytes(format); }
-  std::size_t bytes() const { return row_bytes() * static_cast<std::size_t>(rows); }
+  bool quantized() const { return format == WeightFormat::MlxAffine; }
+  // Bytes of one row of `data` (the packed words for a quantized matrix).
+  std::size_t row_bytes() const {
+    return quantized() ? static_cast<std::size_t>(cols) * static_cast<std::size_t>(quant.bits) / 8
+                       : static_cast<std::size_t>(cols) * weight_element_bytes(format);
+  }
+  // Bytes of one row of scales (and of biases) of a quantized matrix.
+  std::size_t group_row_bytes() const {
+    return quantized() ? static_cast<std::size_t>(cols / quant.group_size) * weight_element_bytes(quant.scale_format) : 0;
+  }
+  // All bytes a product streams: data, plus scales and biases when quantized.
+  std::size_t bytes() const { return (row_bytes() + 2 * group_row_bytes()) * static_cast<std::size_t>(rows); }
   // Rows [begin, begin + count) as a weight of their own.
   Weight row_slice(int64_t begin, int64_t count) const {
     Weight w = *this;
     w.rows = count;
     if (data) w.data = data + static_cast<std::size_t>(begin) * row_bytes();
+    if (quantized()) {
+      w.quant.scales += static_cast<std::size_t>(begin) * group_row_bytes();
+      w.quant.biases += static_cast<std::size_t>(begin) * group_row_bytes();
+    }
     w.bound = {};
     return w;
   }
-  // Row r widened to f32.
+  // Row r widened (dense) or dequantized (MLX affine: fma(scale, q, bias) in f32) to f32.
   void row_to_f32(int64_t r, float* out) const;
 };
 

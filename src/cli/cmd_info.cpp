@@ -3,6 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #ifdef QWENRT_HAVE_CUDA
 #include "backend/cuda/runtime/runtime_options.h"
@@ -69,6 +70,44 @@ int run_info(const Args& args) {
     params += t->numel();
     if (name.rfind("mtp.", 0) != 0 && name.rfind("model.visual.", 0) != 0) text_params += t->numel();
   }
+  // Matrix formats (MLX affine per bits and group size), each matrix once (a tied head is the embedding).
+  std::map<std::string, std::tuple<int64_t, int64_t, std::size_t>> by_format;  // → (matrices, parameters, bytes)
+  auto count = [&](const Weight& m) {
+    std::string f(weight_format_name(m.format));
+    if (m.quantized()) f += " " + std::to_string(m.quant.bits) + "-bit g" + std::to_string(m.quant.group_size);
+    auto& [n, p, b] = by_format[f];
+    ++n;
+    p += m.rows * m.cols;
+    b += m.bytes();
+  };
+  count(w.embed);
+  if (!c.tie_word_embeddings) count(w.lm_head);
+  for (const auto& l : w.layers) {
+    if (l.kind == LayerKind::FullAttention)
+      for (const Weight* m : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj}) count(*m);
+    else
+      for (const Weight* m : {&l.gdn.in_qkv, &l.gdn.in_z, &l.gdn.in_b, &l.gdn.in_a, &l.gdn.out_proj}) count(*m);
+    auto mlp = [&](const MlpWeights& m) {
+      count(m.gate);
+      count(m.up);
+      count(m.down);
+    };
+    if (l.moe.experts.empty()) {
+      mlp(l.mlp);
+    } else {
+      count(l.moe.router);
+      for (const auto& e : l.moe.experts) mlp(e);
+      if (l.moe.has_shared) {
+        mlp(l.moe.shared);
+        count(l.moe.shared_gate);
+      }
+    }
+  }
+  int64_t matrix_params = 0;
+  std::size_t matrix_bytes = 0;
+  for (const auto& [f, e] : by_format) matrix_params += std::get<1>(e), matrix_bytes += std::get<2>(e);
+  const double bits_per_weight = matrix_params ? 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(matrix_params) : 0.0;
+
   nlohmann::json j;
   j["architecture"] = c.architecture;
   j["model_type"] = c.model_type;
@@ -97,6 +136,9 @@ int run_info(const Args& args) {
   j["mtp_tensors"] = w.mtp_tensors.size();
   j["files"] = ckpt.file_count();
   for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"parameters", e.first}, {"bytes", e.second}};
+  for (const auto& [f, e] : by_format)
+    j["weight_formats"][f] = {{"matrices", std::get<0>(e)}, {"parameters", std::get<1>(e)}, {"bytes", std::get<2>(e)}};
+  j["matrix_bits_per_weight"] = bits_per_weight;
 #ifdef QWENRT_HAVE_CUDA
   // The CUDA backend's switches as this process reads them (QWENRT_CUDA_*, docs/cuda.md).
   std::string cuda_options;
@@ -128,6 +170,10 @@ int run_info(const Args& args) {
               w.mtp_tensors.size());
   for (const auto& [dt, e] : by_dtype)
     std::printf("  %-6s       %lld parameters, %.3f MB\n", dt.c_str(), static_cast<long long>(e.first), e.second / 1e6);
+  std::printf("matrices       %.3f bits per weight (scales and biases included)\n", bits_per_weight);
+  for (const auto& [f, e] : by_format)
+    std::printf("  %-20s %lld matrices, %lld parameters, %.3f MB\n", f.c_str(), static_cast<long long>(std::get<0>(e)),
+                static_cast<long long>(std::get<1>(e)), static_cast<double>(std::get<2>(e)) / 1e6);
 #ifdef QWENRT_HAVE_CUDA
   std::printf("cuda options   %s\n", cuda_options.c_str());
 #endif

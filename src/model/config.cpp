@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "backend/weight.h"
 #include "core/error.h"
 
 namespace qwenrt {
@@ -83,7 +84,73 @@ void read_layer_types(const json& text, const FieldReader& f, ModelConfig& c) {
   for (int64_t i = 0; i < c.num_layers; ++i) c.layer_types.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
 }
 
+AffineSpec read_affine_spec(const json& obj, const AffineSpec& defaults, const std::string& what) {
+  AffineSpec spec = defaults;
+  const std::string mode = string_field(obj, "mode", "affine", what);
+  if (mode != "affine") fail(what, ": quantization mode '", mode, "' is not supported (only MLX \"affine\" quantization loads for now)");
+  FieldReader f(obj, what);
+  spec.bits = static_cast<int>(f.integer_or("bits", defaults.bits, 0, 64));
+  spec.group_size = static_cast<int>(f.integer_or("group_size", defaults.group_size, 0, 1 << 20));
+  check_affine_params(spec.bits, spec.group_size, what);
+  return spec;
+}
+
+// "quantization" (MLX) at the top level or in text_config; else "quantization_config" when it is
+// MLX's copy of the same dict (no quant_method); other methods are named in an error.
+QuantizationConfig read_quantization(const json& root, const json* text, const std::string& source) {
+  QuantizationConfig q;
+  const json* found = nullptr;
+  std::string key;
+  for (const json* obj : {&root, text})
+    for (const char* k : {"quantization", "quantization_config"}) {
+      if (found || !obj) continue;
+      auto it = obj->find(k);
+      if (it == obj->end() || it->is_null()) continue;
+      found = &*it;
+      key = std::string(obj == &root ? "" : "text_config.") + k;
+    }
+  // "quantization" wins over "quantization_config" wherever each is.
+  for (const json* obj : {&root, text}) {
+    if (!obj) continue;
+    auto it = obj->find("quantization");
+    if (it != obj->end() && !it->is_null()) {
+      found = &*it;
+      key = std::string(obj == &root ? "" : "text_config.") + "quantization";
+      break;
+    }
+  }
+  if (!found) return q;
+  const std::string what = source + " " + key;
+  if (!found->is_object()) fail(what, ": must be an object");
+  if (auto m = found->find("quant_method"); m != found->end() && !found->contains("bits")) {
+    fail(what, ": quant_method ", m->dump(), " is not supported (only MLX affine quantization loads for now)");
+  }
+  q.present = true;
+  q.source = what;
+  q.defaults = read_affine_spec(*found, AffineSpec{}, what);
+  for (const auto& [name, value] : found->items()) {
+    if (name == "bits" || name == "group_size" || name == "mode" || name == "quant_method") continue;
+    if (value.is_boolean()) {
+      if (value.get<bool>()) q.modules[name] = q.defaults;
+      else q.modules[name] = std::nullopt;
+    } else if (value.is_object()) {
+      q.modules[name] = read_affine_spec(value, q.defaults, what + " entry '" + name + "'");
+    } else {
+      fail(what, ": entry '", name, "' must be an object of quantization parameters or false");
+    }
+  }
+  return q;
+}
+
 }  // namespace
+
+AffineSpec QuantizationConfig::spec_for(const std::string& module) const {
+  if (!present) fail("'", module, ".scales' is present but config.json has no \"quantization\" (bits, group_size) for MLX affine weights");
+  auto it = modules.find(module);
+  if (it == modules.end()) return defaults;
+  if (!it->second) fail(source, " says module '", module, "' is not quantized (false), but the checkpoint has '", module, ".scales'");
+  return *it->second;
+}
 
 int64_t ModelConfig::count(LayerKind kind) const {
   int64_t n = 0;
@@ -190,6 +257,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   if (f.find("max_position_embeddings")) c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxPositionEmbeddingsLimit);
   else if (c.nested) c.max_position_embeddings = FieldReader(root, source).integer_or("max_position_embeddings", 0, 1, kMaxPositionEmbeddingsLimit);
   read_layer_types(*text, f, c);
+  c.quantization = read_quantization(root, c.nested ? text : nullptr, source);
 
   // Tied embeddings: the text config decides, the top level is the fallback.
   auto tie = bool_field(*text, "tie_word_embeddings", f.source());

@@ -2,7 +2,9 @@
 // The Qwen 3.5 text-model configuration, read from a Hugging Face config.json (flat, or nested
 // under text_config for the conditional-generation checkpoints) and validated once.
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,27 @@
 namespace qwenrt {
 
 enum class LayerKind { LinearAttention, FullAttention };
+
+// MLX affine quantization as mlx-lm writes it in config.json: "quantization" (top level or in
+// text_config; "quantization_config" when "quantization" is absent) with default group_size/bits/mode
+// and per-module entries keyed by module path (MLX naming): an object with its own bits/group_size,
+// or false for a module left unquantized. Tensor presence decides which modules are quantized
+// (<module>.scales); these parameters say how.
+struct AffineSpec {
+  int bits = 4;
+  int group_size = 64;
+};
+
+struct QuantizationConfig {
+  bool present = false;
+  AffineSpec defaults;
+  std::map<std::string, std::optional<AffineSpec>> modules;  // nullopt: the entry was false
+  std::string source;                                        // "config.json quantization", for errors
+
+  // The parameters of a module's quantized weight: its own entry or the defaults. Error (naming the
+  // tensor) when the config has no quantization or the module's entry is false.
+  AffineSpec spec_for(const std::string& module) const;
+};
 
 struct ModelConfig {
   std::string architecture;  // e.g. Qwen3_5ForConditionalGeneration
@@ -39,6 +62,8 @@ struct ModelConfig {
   int64_t num_experts = 0, experts_per_token = 0, moe_intermediate_size = 0, shared_expert_intermediate_size = 0;
 
   int64_t mtp_layers = 0;
+
+  QuantizationConfig quantization;
 
   // The longest context the checkpoint was trained for (positions 0 .. max_position_embeddings-1):
   // "max_position_embeddings" in text_config or at the top level; 0 when the config does not say

@@ -22,7 +22,11 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Looks tensors up by name, checks them, and remembers which were used so leftovers are caught.
 class Binder {
  public:
-  explicit Binder(const CheckpointDir& ckpt) : ckpt_(ckpt) {}
+  Binder(const CheckpointDir& ckpt, const QuantizationConfig& quant) : ckpt_(ckpt), quant_(quant) {}
+
+  // True for checkpoints written by mlx-lm (its sanitize moved the conv taps to [C, K, 1] and baked
+  // the (1 + w) of the zero-centred norms into the stored weights): the norms are taken as stored.
+  bool norms_shifted = false;
 
   bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
 
@@ -36,9 +40,63 @@ class Binder {
     return *t;
   }
 
-  Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorInfo& t = get(name, {rows, cols});
-    return {weight_format_of(t.dtype), rows, cols, t.data};
+  Weight matrix(const std::string& name, int64_t rows, int64_t cols) { return matrix_nd(name, {rows, cols}); }
+
+  // A matrix of logical shape `shape` ([..., rows, cols]; leading axes such as experts fold into
+  // the rows), dense or MLX affine quantized (`<module>.weight` U32 words + `.scales` + `.biases`).
+  Weight matrix_nd(const std::string& name, const std::vector<int64_t>& shape) {
+    int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    const int64_t cols = shape.back();
+    const std::string module = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    const TensorInfo* packed = ckpt_.find(name);
+    if (!has(module + ".scales")) {
+      if (packed && packed->dtype == DType::U32)
+        fail(packed->file, ": tensor '", name, "' holds packed U32 words but '", module,
+             ".scales' is missing (MLX affine weights need scales and biases)");
+      if (has(module + ".biases")) fail(ckpt_.dir().string(), ": '", module, ".biases' is present but '", module, ".scales' is missing");
+      const TensorInfo& t = get(name, shape);
+      return {weight_format_of(t.dtype), rows, cols, t.data};
+    }
+    const AffineSpec spec = quant_.spec_for(module);
+    const std::string params = " (bits " + std::to_string(spec.bits) + ", group_size " + std::to_string(spec.group_size) + ")";
+    if (cols % spec.group_size != 0) fail(ckpt_.dir().string(), ": '", name, "' has ", cols, " inputs, not a multiple of its MLX group size", params);
+    if (!packed) fail(ckpt_.dir().string(), ": missing tensor '", name, "' (the packed words of MLX affine '", module, "')");
+    if (packed->dtype != DType::U32)
+      fail(packed->file, ": tensor '", name, "' has dtype ", dtype_name(packed->dtype), "; an MLX affine weight (it has '", module,
+           ".scales') is U32 words");
+    std::vector<int64_t> words = shape;
+    words.back() = cols * spec.bits / 32;
+    if (packed->shape != words) {
+      if (packed->shape.size() == shape.size() && std::equal(shape.begin(), shape.end() - 1, packed->shape.begin()))
+        fail(packed->file, ": tensor '", name, "' has ", packed->shape.back(), " uint32 words per row, but ", cols, " inputs at ", spec.bits,
+             " bits need ", words.back(), params);
+      fail(packed->file, ": tensor '", name, "' has shape ", packed->shape_string(), ", expected ", shape_str(words), " (MLX affine, ",
+           shape_str(shape), params, ")");
+    }
+    std::vector<int64_t> group_shape = shape;
+    group_shape.back() = cols / spec.group_size;
+    auto side = [&](const char* what) -> const TensorInfo& {
+      const std::string n = module + "." + what;
+      const TensorInfo* t = ckpt_.find(n);
+      if (!t)
+        fail(ckpt_.dir().string(), ": missing tensor '", n, "' (MLX affine '", module,
+             "' needs scales and biases; only mode \"affine\" is supported)");
+      if (t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32)
+        fail(t->file, ": tensor '", n, "' has dtype ", dtype_name(t->dtype), "; MLX affine scales and biases are BF16, F16 or F32");
+      if (t->shape != group_shape)
+        fail(t->file, ": tensor '", n, "' has shape ", t->shape_string(), ", expected ", shape_str(group_shape), " for ", shape_str(shape), params);
+      used_.insert(n);
+      return *t;
+    };
+    const TensorInfo& scales = side("scales");
+    const TensorInfo& biases = side("biases");
+    if (biases.dtype != scales.dtype)
+      fail(biases.file, ": tensor '", module, ".biases' has dtype ", dtype_name(biases.dtype), " but its scales are ", dtype_name(scales.dtype));
+    used_.insert(name);
+    Weight w{WeightFormat::MlxAffine, rows, cols, packed->data};
+    w.quant = {spec.bits, spec.group_size, weight_format_of(scales.dtype), scales.data, biases.data};
+    return w;
   }
 
   std::vector<float> vector(const std::string& name, const std::vector<int64_t>& shape) {
@@ -52,9 +110,11 @@ class Binder {
   }
 
   // The (1 + w) weight of a zero-centred RMSNorm, folded in f32.
+  // (mlx-lm checkpoints store 1 + w already: taken as stored.)
   std::vector<float> zero_centred_norm(const std::string& name, int64_t n) {
     auto w = vector(name, {n});
-    for (float& v : w) v += 1.0f;
+    if (!norms_shifted)
+      for (float& v : w) v += 1.0f;
     return w;
   }
 
@@ -63,6 +123,7 @@ class Binder {
 
  private:
   const CheckpointDir& ckpt_;
+  const QuantizationConfig& quant_;
   std::set<std::string> used_;
 };
 
@@ -83,10 +144,12 @@ void bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaN
   g.in_b = b.matrix(p + "in_proj_b.weight", nv, H);
   g.in_a = b.matrix(p + "in_proj_a.weight", nv, H);
   g.out_proj = b.matrix(p + "out_proj.weight", H, c.value_dim());
-  // Stored [conv_dim, 1, K] as torch writes a depthwise Conv1d; [conv_dim, K] is accepted too.
+  // Stored [conv_dim, 1, K] as torch writes a depthwise Conv1d; [conv_dim, K] is accepted too; mlx-lm
+  // writes [conv_dim, K, 1] (the same values in the same order).
   const std::string conv = p + "conv1d.weight";
   std::vector<int64_t> shape{c.conv_dim(), 1, K};
-  if (b.has(conv) && b.shape_of(conv).size() == 2) shape = {c.conv_dim(), K};
+  if (b.norms_shifted) shape = {c.conv_dim(), K, 1};
+  else if (b.has(conv) && b.shape_of(conv).size() == 2) shape = {c.conv_dim(), K};
   g.conv = b.vector(conv, shape);
   g.dt_bias = b.vector(p + "dt_bias", {nv});
   auto a_log = b.vector(p + "A_log", {nv});
@@ -120,6 +183,16 @@ void bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights&
       x.up = gate_up.row_slice(e * 2 * Ie + Ie, Ie);
       x.down = down.row_slice(e * H, H);
     }
+  } else if (b.has(p + "switch_mlp.gate_proj.weight") || b.has(p + "switch_mlp.gate_proj.scales")) {
+    // mlx-lm's layout: switch_mlp.{gate,up}_proj [E, Ie, H], down_proj [E, H, Ie], each dense or quantized.
+    Weight gate = b.matrix_nd(p + "switch_mlp.gate_proj.weight", {E, Ie, H}), up = b.matrix_nd(p + "switch_mlp.up_proj.weight", {E, Ie, H});
+    Weight down = b.matrix_nd(p + "switch_mlp.down_proj.weight", {E, H, Ie});
+    for (int64_t e = 0; e < E; ++e) {
+      auto& x = m.experts[static_cast<std::size_t>(e)];
+      x.gate = gate.row_slice(e * Ie, Ie);
+      x.up = up.row_slice(e * Ie, Ie);
+      x.down = down.row_slice(e * H, H);
+    }
   } else {
     for (int64_t e = 0; e < E; ++e) bind_mlp(b, p + "experts." + std::to_string(e) + ".", H, Ie, m.experts[static_cast<std::size_t>(e)]);
   }
@@ -150,16 +223,32 @@ std::size_t ModelWeights::matrix_bytes() const {
 }
 
 ModelWeights bind_weights(const ModelConfig& c, const CheckpointDir& ckpt) {
-  Binder b(ckpt);
+  Binder b(ckpt, c.quantization);
   ModelWeights w;
-  const std::string prefix = b.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  // HF names (model.language_model.* or model.*) or mlx-lm's (language_model.model.*, language_model.lm_head).
+  std::string prefix = "model.", head = "lm_head";
+  for (const char* m : {"model.language_model.", "language_model.model."}) {
+    const std::string e = std::string(m) + "embed_tokens.";
+    if (b.has(e + "weight") || b.has(e + "scales")) prefix = m;
+  }
+  if (prefix == "language_model.model.") head = "language_model.lm_head";
+  // mlx-lm's sanitize moves the conv taps to [C, K, 1] and bakes (1 + w) into the zero-centred
+  // norms in the same step: the conv layout tells which convention the norms follow.
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_types[static_cast<std::size_t>(i)] != LayerKind::LinearAttention) continue;
+    const std::string conv = prefix + "layers." + std::to_string(i) + ".linear_attn.conv1d.weight";
+    if (!b.has(conv)) break;
+    const auto s = b.shape_of(conv);
+    b.norms_shifted = c.linear_conv_kernel > 1 ? (s.size() == 3 && s[2] == 1 && s[1] == c.linear_conv_kernel) : prefix == "language_model.model.";
+    break;
+  }
   const int64_t H = c.hidden_size, V = c.vocab_size;
   w.embed = b.matrix(prefix + "embed_tokens.weight", V, H);
-  const bool has_head = b.has("lm_head.weight");
-  if (c.tie_word_embeddings && has_head) fail(ckpt.dir().string(), ": config says tie_word_embeddings=true but the checkpoint has lm_head.weight");
+  const bool has_head = b.has(head + ".weight");
+  if (c.tie_word_embeddings && has_head) fail(ckpt.dir().string(), ": config says tie_word_embeddings=true but the checkpoint has ", head, ".weight");
   if (!c.tie_word_embeddings && !has_head)
-    fail(ckpt.dir().string(), ": config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
-  w.lm_head = c.tie_word_embeddings ? w.embed : b.matrix("lm_head.weight", V, H);
+    fail(ckpt.dir().string(), ": config says tie_word_embeddings=false but the checkpoint has no ", head, ".weight");
+  w.lm_head = c.tie_word_embeddings ? w.embed : b.matrix(head + ".weight", V, H);
   w.final_norm = b.zero_centred_norm(prefix + "norm.weight", H);
 
   for (int64_t i = 0; i < c.num_layers; ++i) {

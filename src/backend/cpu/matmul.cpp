@@ -16,6 +16,7 @@ RowKernel row_kernel(const Weight& w) {
     case WeightFormat::F32:
     case WeightFormat::F16:
     case WeightFormat::BF16: return dense_rows;
+    case WeightFormat::MlxAffine: return mlx_affine_rows;
   }
   fail("matmul: weights in format ", weight_format_name(w.format), " have no CPU kernel");
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The per-format row kernels behind cpu::matmul_multi: one file per weight format
-// (matmul_dense.cpp: f32, f16, bf16). Each computes rows [r0, r1) of y = x · Wᵀ for all n rows of
+// (matmul_dense.cpp: f32, f16, bf16; matmul_mlx_affine.cpp: MLX affine). Each computes rows [r0, r1) of y = x · Wᵀ for all n rows of
 // x, every dot product accumulated in the same order whatever n, r0 and r1 are.
 #include <cstdint>
 
@@ -11,6 +11,10 @@ namespace qwenrt::cpu {
 using RowKernel = void (*)(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
 void dense_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
+
+// MLX affine: AVX2 where the machine has it, else the scalar twin (same bits either way).
+void mlx_affine_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
 bool have_avx2();  // AVX2 + FMA + F16C on this machine
 

@@ -1,0 +1,202 @@
+// Products over MLX affine quantized weights (bits 2, 3, 4, 5, 6, 8; groups of 32, 64, 128): each
+// weight element is dequantized in registers, w = fma(scale, q, bias) in f32 (exactly what
+// Weight::row_to_f32 gives), and multiplied into 8 interleaved partial sums per (x row, weight
+// row), reduced in the fixed order of the dense kernels. The AVX2 kernel and its scalar twin
+// compute the same fmas in the same order, so they agree bit for bit, and every (x row, weight
+// row) sum is independent of the batch and of the row range a thread takes.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/matmul_formats.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace qwenrt::cpu {
+
+namespace {
+
+float load_scale(WeightFormat f, const std::byte* p, int64_t i) {
+  switch (f) {
+    case WeightFormat::F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case WeightFormat::F16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return f16_to_f32(h);
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_f32(h);
+    }
+  }
+}
+
+// Element c of a packed row: the `bits`-wide field at bit c·bits, LSB first.
+inline uint32_t extract(const uint8_t* row, int64_t c, int bits) {
+  const int64_t bit = c * bits;
+  const int sh = static_cast<int>(bit & 7);
+  uint32_t v = row[bit >> 3];
+  if (sh + bits > 8) v |= static_cast<uint32_t>(row[(bit >> 3) + 1]) << 8;
+  return (v >> sh) & ((1u << bits) - 1);
+}
+
+// Same order as the AVX2 hsum8: (l0+l4)+(l2+l6) + (l1+l5)+(l3+l7).
+inline float hsum_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
+
+}  // namespace
+
+void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int bits = w.quant.bits, gs = w.quant.group_size;
+  const std::size_t stride = w.row_bytes();
+  const std::size_t sstride = w.group_row_bytes() / weight_element_bytes(w.quant.scale_format);
+  std::vector<float> wrow(static_cast<std::size_t>(k));
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* row = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r) * stride);
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t g = static_cast<int64_t>(static_cast<std::size_t>(r) * sstride) + c / gs;
+      const float s = load_scale(w.quant.scale_format, w.quant.scales, g), b = load_scale(w.quant.scale_format, w.quant.biases, g);
+      wrow[static_cast<std::size_t>(c)] = std::fma(s, static_cast<float>(extract(row, c, bits)), b);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xr = x + i * k;
+      float lanes[8] = {};
+      for (int64_t c = 0; c < k; c += 8)
+        for (int l = 0; l < 8; ++l) lanes[l] = std::fma(xr[c + l], wrow[static_cast<std::size_t>(c + l)], lanes[l]);
+      y[i * ldy + r] = hsum_lanes(lanes);
+    }
+  }
+}
+
+namespace {
+
+// ---- AVX2 + FMA kernel ----------------------------------------------------------------------
+#define QWENRT_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// The 8 quantized values of elements [c, c + 8) of a packed row, as int32 lanes.
+template <int B>
+QWENRT_AVX2 inline __m256i unpack8(const uint8_t* row, int64_t c) {
+  const uint8_t* p = row + c * B / 8;  // c is a multiple of 8: the 8 elements start on a byte
+  if constexpr (B == 8) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  } else if constexpr (B == 4) {
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return _mm256_and_si256(v, _mm256_set1_epi32(0xF));
+  } else if constexpr (B == 2) {
+    uint16_t half;
+    std::memcpy(&half, p, 2);
+    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(half), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    return _mm256_and_si256(v, _mm256_set1_epi32(0x3));
+  } else {  // 3, 5, 6: the 8 elements fill B bytes; shift a 64-bit copy per element
+    uint64_t word = 0;
+    std::memcpy(&word, p, B);
+    const __m256i v = _mm256_set1_epi64x(static_cast<long long>(word));
+    const __m256i lo = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, B, 2 * B, 3 * B));
+    const __m256i hi = _mm256_srlv_epi64(v, _mm256_setr_epi64x(4 * B, 5 * B, 6 * B, 7 * B));
+    const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    const __m256i both = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(lo, pick), _mm256_permutevar8x32_epi32(hi, pick), 0xF0);
+    return _mm256_and_si256(both, _mm256_set1_epi32((1 << B) - 1));
+  }
+}
+
+QWENRT_AVX2 inline float hsum8(__m256 v) {
+  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+  __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
+  return _mm_cvtss_f32(c);
+}
+
+// A register tile: NX rows of x against NW weight rows, full depth k.
+template <int B, WeightFormat S, int NX, int NW>
+QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, float* y, int64_t ldy) {
+  const std::size_t stride = w.row_bytes();
+  const int64_t groups = k / w.quant.group_size;
+  const int gs = w.quant.group_size;
+  const uint8_t* rows[NW];
+  for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
+  __m256 acc[NX][NW];
+  for (int i = 0; i < NX; ++i)
+    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256 sv[NW], bv[NW];
+    for (int j = 0; j < NW; ++j) {
+      const int64_t gi = (r + j) * groups + g;
+      sv[j] = _mm256_set1_ps(load_scale(S, w.quant.scales, gi));
+      bv[j] = _mm256_set1_ps(load_scale(S, w.quant.biases, gi));
+    }
+    const int64_t c_end = (g + 1) * gs;
+    for (int64_t c = g * gs; c < c_end; c += 8) {
+      __m256 wv[NW];
+      for (int j = 0; j < NW; ++j) wv[j] = _mm256_fmadd_ps(sv[j], _mm256_cvtepi32_ps(unpack8<B>(rows[j], c)), bv[j]);
+      for (int i = 0; i < NX; ++i) {
+        const __m256 xv = _mm256_loadu_ps(x + i * k + c);
+        for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < NX; ++i)
+    for (int j = 0; j < NW; ++j) y[i * ldy + j] = hsum8(acc[i][j]);
+}
+
+// Rows [r0, r1) of W against all n rows of x, blocked like the dense kernel.
+template <int B, WeightFormat S>
+QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
+  const int64_t w_block = 16;
+  for (int64_t wb = r0; wb < r1; wb += w_block) {
+    const int64_t we = std::min(r1, wb + w_block);
+    for (int64_t xb = 0; xb < n; xb += x_block) {
+      const int64_t xe = std::min(n, xb + x_block);
+      int64_t r = wb;
+      if (xe - xb == 1) {  // decode: one x row, four weight rows in flight
+        for (; r + 4 <= we; r += 4) tile<B, S, 1, 4>(x + xb * k, k, w, r, y + xb * ldy + r, ldy);
+      }
+      for (; r + 2 <= we; r += 2) {
+        int64_t i = xb;
+        for (; i + 4 <= xe; i += 4) tile<B, S, 4, 2>(x + i * k, k, w, r, y + i * ldy + r, ldy);
+        for (; i < xe; ++i) tile<B, S, 1, 2>(x + i * k, k, w, r, y + i * ldy + r, ldy);
+      }
+      for (; r < we; ++r) {
+        int64_t i = xb;
+        for (; i + 4 <= xe; i += 4) tile<B, S, 4, 1>(x + i * k, k, w, r, y + i * ldy + r, ldy);
+        for (; i < xe; ++i) tile<B, S, 1, 1>(x + i * k, k, w, r, y + i * ldy + r, ldy);
+      }
+    }
+  }
+}
+
+template <int B>
+void rows_avx2_bits(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  switch (w.quant.scale_format) {
+    case WeightFormat::F32: return rows_avx2<B, WeightFormat::F32>(x, n, k, w, y, ldy, r0, r1);
+    case WeightFormat::F16: return rows_avx2<B, WeightFormat::F16>(x, n, k, w, y, ldy, r0, r1);
+    default: return rows_avx2<B, WeightFormat::BF16>(x, n, k, w, y, ldy, r0, r1);
+  }
+}
+
+}  // namespace
+
+void mlx_affine_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  if (k % w.quant.group_size != 0) fail("internal: MLX affine matrix with ", k, " columns, not a multiple of its group size ", w.quant.group_size);
+  if (!have_avx2()) return mlx_affine_rows_scalar(x, n, k, w, y, ldy, r0, r1);
+  switch (w.quant.bits) {
+    case 2: return rows_avx2_bits<2>(x, n, k, w, y, ldy, r0, r1);
+    case 3: return rows_avx2_bits<3>(x, n, k, w, y, ldy, r0, r1);
+    case 4: return rows_avx2_bits<4>(x, n, k, w, y, ldy, r0, r1);
+    case 5: return rows_avx2_bits<5>(x, n, k, w, y, ldy, r0, r1);
+    case 6: return rows_avx2_bits<6>(x, n, k, w, y, ldy, r0, r1);
+    case 8: return rows_avx2_bits<8>(x, n, k, w, y, ldy, r0, r1);
+    default: fail("internal: MLX affine matrix with ", w.quant.bits, " bits");
+  }
+}
+
+}  // namespace qwenrt::cpu

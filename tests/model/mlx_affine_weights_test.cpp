@@ -1,0 +1,190 @@
+// MLX affine checkpoints written by mlx-lm (tools/make_quant_fixtures.py): qwenrt's dequantized rows
+// equal mlx.core.dequantize's bit for bit, and inconsistent inputs are clear errors naming the
+// tensor. (Logits, greedy tokens and batching are checked by parity_test.cpp on the same fixtures.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "formats/checkpoint_dir.h"
+#include "formats/json_file.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "support/fixtures.h"
+#include "support/safetensors_writer.h"
+
+namespace qwenrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> quant_fixtures() {
+  std::vector<std::string> out;
+  for (const auto& n : test::fixture_names())
+    if (n.rfind("mlx_", 0) == 0) out.push_back(n);
+  return out;
+}
+
+class MlxAffineFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MlxAffineFixture, DequantizedRowsEqualMlxBitForBit) {
+  const fs::path dir = test::fixtures_dir() / GetParam();
+  CheckpointDir ckpt(dir);
+  const ModelConfig c = parse_model_config(ckpt.config(), "config.json");
+  ASSERT_TRUE(c.quantization.present);
+  const ModelWeights w = bind_weights(c, ckpt);
+  ASSERT_EQ(w.embed.format, WeightFormat::MlxAffine);
+  EXPECT_EQ(w.lm_head.data, w.embed.data);  // tied quantized head
+  const std::pair<const char*, const Weight*> samples[] = {{"dequant_embed_tokens.npy", &w.embed},
+                                                           {"dequant_layers.3.mlp.down_proj.npy", &w.layers[3].mlp.down}};
+  for (const auto& [file, m] : samples) {
+    ASSERT_EQ(m->format, WeightFormat::MlxAffine) << file;
+    const auto ref = read_npy(dir / file);
+    ASSERT_EQ(ref.shape, (std::vector<int64_t>{m->rows, m->cols})) << file;
+    std::vector<float> row(static_cast<std::size_t>(m->cols));
+    for (int64_t r = 0; r < m->rows; ++r) {
+      m->row_to_f32(r, row.data());
+      for (int64_t col = 0; col < m->cols; ++col)
+        ASSERT_EQ(row[static_cast<std::size_t>(col)], static_cast<float>(ref.values[static_cast<std::size_t>(r * m->cols + col)]))
+            << file << " row " << r << " col " << col;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MlxAffineFixture, ::testing::ValuesIn(quant_fixtures()), [](const auto& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MlxAffineFixture);
+
+TEST(MlxAffineFixtures, AllRecipesAreThere) {
+  for (const char* n : {"mlx_q4_g64", "mlx_q8_g32", "mlx_q3_g64", "mlx_mixed_3_6"})
+    EXPECT_TRUE(fs::exists(test::fixtures_dir() / n / "reference.json")) << n;
+}
+
+TEST(MlxAffineFixtures, MixedRecipeHasPerModuleBits) {
+  CheckpointDir ckpt(test::fixtures_dir() / "mlx_mixed_3_6");
+  const ModelConfig c = parse_model_config(ckpt.config(), "config.json");
+  const ModelWeights w = bind_weights(c, ckpt);
+  EXPECT_EQ(w.layers[3].mlp.down.quant.bits, 6);  // sensitive layers (mlx-lm: i >= 7n/8 or (i - n/8) % 3 == 2)
+  EXPECT_EQ(w.layers[2].mlp.down.quant.bits, 6);
+  EXPECT_EQ(w.layers[1].mlp.down.quant.bits, 3);
+  EXPECT_EQ(w.layers[1].mlp.gate.quant.bits, 3);
+}
+
+// A copy of the 4-bit fixture to break, one file at a time.
+class MlxAffineErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("qwenrt_mlx_err_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const fs::path src = test::fixtures_dir() / "mlx_q4_g64";
+    for (const char* f : {"config.json", "model.safetensors", "generation_config.json"}) fs::copy_file(src / f, dir_ / f);
+    config_ = read_json_file(dir_ / "config.json");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write_config() { test::write_text(dir_ / "config.json", config_.dump()); }
+  // Rewrites the weights with `edit` applied to the tensor list.
+  template <typename Edit>
+  void rewrite(Edit edit) {
+    std::vector<test::TensorSpec> specs;
+    {
+      SafetensorsFile f(dir_ / "model.safetensors");
+      for (const auto& t : f.tensors()) {
+        const auto* b = reinterpret_cast<const uint8_t*>(t.data);
+        specs.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, std::vector<uint8_t>(b, b + t.nbytes)});
+      }
+    }
+    edit(specs);
+    test::write_file(dir_ / "model.safetensors", test::safetensors_image(specs));
+  }
+  std::string load_error() {
+    try {
+      CheckpointDir ckpt(dir_);
+      bind_weights(parse_model_config(ckpt.config(), "config.json"), ckpt);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+  nlohmann::json config_;
+};
+
+TEST_F(MlxAffineErrors, TheCopyLoads) { EXPECT_EQ(load_error(), ""); }
+
+TEST_F(MlxAffineErrors, UnknownModeIsNamed) {
+  config_["quantization"]["mode"] = "mxfp4";
+  write_config();
+  const std::string e = load_error();
+  EXPECT_NE(e.find("mxfp4"), std::string::npos) << e;
+}
+
+TEST_F(MlxAffineErrors, WrongBitsIsAWordCountErrorNamingTheTensor) {
+  config_["quantization"]["bits"] = 8;
+  config_.erase("quantization_config");
+  write_config();
+  const std::string e = load_error();
+  EXPECT_NE(e.find("uint32 words per row"), std::string::npos) << e;
+  EXPECT_NE(e.find("embed_tokens.weight"), std::string::npos) << e;
+}
+
+TEST_F(MlxAffineErrors, UnsupportedBitsAreNamed) {
+  config_["quantization"]["bits"] = 7;
+  write_config();
+  EXPECT_NE(load_error().find("bits = 7"), std::string::npos) << load_error();
+}
+
+TEST_F(MlxAffineErrors, MissingQuantizationConfig) {
+  config_.erase("quantization");
+  config_.erase("quantization_config");
+  write_config();
+  EXPECT_NE(load_error().find("no \"quantization\""), std::string::npos) << load_error();
+}
+
+TEST_F(MlxAffineErrors, ModuleMarkedFalseButQuantized) {
+  config_["quantization"]["language_model.model.layers.0.mlp.up_proj"] = false;
+  write_config();
+  const std::string e = load_error();
+  EXPECT_NE(e.find("language_model.model.layers.0.mlp.up_proj"), std::string::npos) << e;
+  EXPECT_NE(e.find("not quantized"), std::string::npos) << e;
+}
+
+TEST_F(MlxAffineErrors, OtherQuantMethodIsNamed) {
+  config_.erase("quantization");
+  config_["quantization_config"] = {{"quant_method", "fp8"}};
+  write_config();
+  EXPECT_NE(load_error().find("fp8"), std::string::npos) << load_error();
+}
+
+TEST_F(MlxAffineErrors, MissingScalesNamesTheTensor) {
+  rewrite([](auto& specs) { std::erase_if(specs, [](const auto& t) { return t.name == "language_model.model.layers.1.mlp.gate_proj.scales"; }); });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("language_model.model.layers.1.mlp.gate_proj"), std::string::npos) << e;
+  EXPECT_NE(e.find("scales' is missing"), std::string::npos) << e;
+}
+
+TEST_F(MlxAffineErrors, MissingBiasesNamesTheTensor) {
+  rewrite([](auto& specs) { std::erase_if(specs, [](const auto& t) { return t.name == "language_model.model.layers.1.mlp.gate_proj.biases"; }); });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("language_model.model.layers.1.mlp.gate_proj.biases"), std::string::npos) << e;
+}
+
+TEST_F(MlxAffineErrors, WrongScaleShapeNamesTheTensor) {
+  rewrite([](auto& specs) {
+    for (auto& t : specs)
+      if (t.name == "language_model.model.layers.2.mlp.down_proj.scales") {
+        t.shape.back() *= 2;
+        t.bytes.resize(t.bytes.size() * 2);
+      }
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("language_model.model.layers.2.mlp.down_proj.scales"), std::string::npos) << e;
+  EXPECT_NE(e.find("has shape"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace qwenrt
