@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "formats/generation_config.h"
+#include "formats/json_file.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/tokenizer/tokenizer_byte_level.h"
 #include "text/tokenizer/tokenizer_impl.h"
@@ -26,8 +27,14 @@ json read_json(const fs::path& file) {
   if (!in) fail(file, "cannot open file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
+  const std::string text = buffer.str();
   try {
-    return json::parse(buffer.str());
+    check_json_depth(text, "tokenizer: " + file.string());
+  } catch (const qwenrt::Error& e) {
+    throw TokenizerError(e.what());
+  }
+  try {
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     fail(file, std::string("malformed JSON: ") + e.what());
   }
