@@ -48,7 +48,8 @@ void check_output_bytes(std::size_t bytes) {
 void charge_loop_iterations(std::size_t items) {
   const auto& l = active_render_limits();
   t_iterations += items;
-  if (t_iterations > l.max_loop_iterations) exceeded("the for-loop iterations of this render", "max_loop_iterations", l.max_loop_iterations, "iterations");
+  if (t_iterations > l.max_loop_iterations)
+    exceeded("the for-loop iterations of this render", "max_loop_iterations", l.max_loop_iterations, "iterations");
 }
 
 }  // namespace qwenrt::text::jinja
