@@ -50,6 +50,57 @@ seed() {
       # One whole (valid) array, and the headers of the others.
       cp tests/fixtures/dense_tied/greedy_logits.npy "$c/dense_tied_greedy_logits.npy"
       for f in tests/fixtures/*/*.npy; do head -c 4096 "$f" > "$c/$(basename "$(dirname "$f")")_$(basename "$f" .npy)_head.npy"; done ;;
+    tokenizer_load_fuzz)
+      cp tests/data/tokenizer/qwen3/tokenizer.json "$c/qwen3_tokenizer.json"
+      if [ -n "$shared" ]; then
+        for f in "$shared"/tokenizers/*/tokenizer.json; do cp "$f" "$c/$(basename "$(dirname "$f")")_shared_tokenizer.json"; done
+      fi ;;
+    tokenizer_encode_fuzz)
+      # Lines of the golden files (their inputs: multilingual text, code, whitespace runs).
+      n=0
+      for f in tests/data/tokenizer/qwen3/golden_encode.jsonl tests/data/tokenizer/qwen3/golden_multilingual.jsonl tests/data/tokenizer/pretokenize_goldens.jsonl; do
+        while IFS= read -r line && [ $n -lt 400 ]; do printf '%s' "$line" > "$c/line_$n.txt"; n=$((n + 1)); done < "$f"
+      done ;;
+    split_regex_fuzz)
+      # Patterns of the real tokenizers (first line) followed by some text.
+      python3 - "$c" <<'PY'
+import json, sys, glob
+out = sys.argv[1]
+files = glob.glob("tests/data/tokenizer/*/tokenizer.json")
+for i, f in enumerate(files):
+    pt = json.load(open(f, encoding="utf-8")).get("pre_tokenizer") or {}
+    stack, n = [pt], 0
+    while stack:
+        p = stack.pop()
+        stack += p.get("pretokenizers", [])
+        r = (p.get("pattern") or {}).get("Regex")
+        if r:
+            open(f"{out}/pattern_{i}_{n}.txt", "w", encoding="utf-8").write(r.replace("\n", "\\n") + "\nHello world's 123  ü\n\n  x\tyz")
+            n += 1
+PY
+      printf "'s|'t| ?\\p{L}+| ?\\p{N}+|\\s+(?!\\S)|\\s+\nThe 2 cats' toys  \n" > "$c/gpt2.txt" ;;
+    chat_template_fuzz)
+      for f in tests/data/chat_template/*.jinja; do cp "$f" "$c/$(basename "$f")"; done
+      python3 - "$c" <<'PY'
+import json, sys
+out = sys.argv[1]
+cases = json.load(open("tests/data/chat_template/jinja_feature_goldens.json", encoding="utf-8"))
+cases = cases.get("cases", cases) if isinstance(cases, dict) else cases
+for i, case in enumerate(cases[:300] if isinstance(cases, list) else []):
+    src = case.get("template") if isinstance(case, dict) else None
+    if isinstance(src, str):
+        open(f"{out}/feature_{i}.jinja", "w", encoding="utf-8").write(src)
+PY
+      ;;
+    chat_request_fuzz)
+      python3 - "$c" <<'PY'
+import json, sys
+out = sys.argv[1]
+cases = json.load(open("tests/data/chat_template/request_goldens.json", encoding="utf-8"))["cases"]
+for i, case in enumerate(cases):
+    open(f"{out}/request_{i}.json", "w", encoding="utf-8").write(json.dumps(case["request"], ensure_ascii=False))
+PY
+      ;;
     *) echo "fuzz.sh: no seeds for $t (add them to seed())" >&2 ;;
   esac
 }

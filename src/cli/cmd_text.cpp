@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
+#include "formats/json_file.h"
 #include "text/jinja/chat_template_loader.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -35,7 +36,9 @@ int run_template(const Args& args) {
   const std::string dir = opt.str("model");
   // Ordered: key order reaches the template (tojson keeps insertion order, as Python does).
   const std::string request_path = opt.str("request");
-  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(read_input_file(request_path, "template: --request"), nullptr, false);
+  const std::string request_text = read_input_file(request_path, "template: --request");
+  check_json_depth(request_text, request_path);
+  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(request_text, nullptr, false);
   if (request.is_discarded()) fail(request_path, ": invalid JSON");
   if (!request.is_object()) fail(request_path, ": the request must be a JSON object");
   try {

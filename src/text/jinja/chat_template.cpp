@@ -83,6 +83,16 @@ std::string python_rstrip(const std::string& s) {
   return jinja::unicode::encode(cps);
 }
 
+// Whether `j` nests arrays/objects more than `limit` levels; recurses at most limit + 1 deep.
+bool json_deeper_than(const json& j, int limit) {
+  if (!j.is_structured()) return false;
+  if (limit <= 0) return true;
+  for (const auto& child : j) {
+    if (json_deeper_than(child, limit - 1)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 SpecialTokens SpecialTokens::from_tokenizer_config(const json& config) {
@@ -106,6 +116,10 @@ SpecialTokens SpecialTokens::from_tokenizer_config(const json& config) {
 
 json build_chat_context(const json& request, const SpecialTokens& tokens) {
   if (!request.is_object()) throw ChatRequestError("the chat request must be a JSON object");
+  if (json_deeper_than(request, jinja::kMaxValueDepth)) {
+    throw ChatRequestError("the chat request nests arrays and objects more than " + std::to_string(jinja::kMaxValueDepth) +
+                           " levels deep (limit jinja::kMaxValueDepth)");
+  }
   const json* messages = request.contains("messages") ? &request["messages"] : nullptr;
   if (!messages && request.contains("conversation")) messages = &request["conversation"];
   if (!messages) throw ChatRequestError("the chat request has no 'messages'");
@@ -134,13 +148,13 @@ ChatTemplate ChatTemplate::parse(std::string source) {
   return ChatTemplate(std::move(source), std::move(compiled));
 }
 
-std::string ChatTemplate::render(const json& context) const { return compiled_.render(context); }
+std::string ChatTemplate::render(const json& context, const jinja::RenderLimits& limits) const { return compiled_.render(context, limits); }
 
-std::string ChatTemplate::apply(const json& request, const SpecialTokens& tokens) const {
+std::string ChatTemplate::apply(const json& request, const SpecialTokens& tokens, const jinja::RenderLimits& limits) const {
   json context = build_chat_context(request, tokens);
   const json continue_final = request.value("continue_final_message", json(false));
   const bool continuing = continue_final.is_string() || (continue_final.is_boolean() && continue_final.get<bool>());
-  if (!continuing) return compiled_.render(context);
+  if (!continuing) return compiled_.render(context, limits);
 
   if (context["add_generation_prompt"].is_boolean() && context["add_generation_prompt"].get<bool>()) {
     throw ChatRequestError(
@@ -187,7 +201,7 @@ std::string ChatTemplate::apply(const json& request, const SpecialTokens& tokens
     final_text = final_value.get<std::string>();
     for (const auto& f : fields) last[f] = last[f].get<std::string>() + kTag;
   }
-  std::string rendered = compiled_.render(context);
+  std::string rendered = compiled_.render(context, limits);
   const std::string stripped_tag = python_strip(kTag);
   if (rendered.find(python_strip(final_text)) == std::string::npos || rendered.find(stripped_tag) == std::string::npos) {
     throw ChatRequestError(

@@ -8,15 +8,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.h"
 #include "text/jinja/jinja_template.h"
 
 namespace qwenrt::text {
 
 // Thrown for requests transformers would reject before or after rendering (Python ValueError/TypeError):
 // no messages, a message that is not an object, continue_final_message misuse, ...
-class ChatRequestError : public std::invalid_argument {
+// A qwenrt::Error, so front ends report it as a user-facing error.
+class ChatRequestError : public qwenrt::Error {
  public:
-  using std::invalid_argument::invalid_argument;
+  using qwenrt::Error::Error;
 };
 
 // The named special tokens transformers passes to every template (tokenizer.special_tokens_map): only
@@ -35,7 +37,8 @@ struct SpecialTokens {
 //   add_generation_prompt <- request value or false,
 //   the special tokens, then every other request key (they override special tokens).
 // apply_chat_template's own parameters (tokenize, return_dict, continue_final_message, chat_template, ...)
-// are not template variables and are left out.
+// are not template variables and are left out. A request nested deeper than jinja::kMaxValueDepth is a
+// ChatRequestError (checked before anything is copied: copying JSON recurses).
 nlohmann::ordered_json build_chat_context(const nlohmann::ordered_json& request, const SpecialTokens& tokens = {});
 
 class ChatTemplate {
@@ -44,13 +47,14 @@ class ChatTemplate {
   static ChatTemplate parse(std::string source);
 
   // Renders with exactly these variables (no request normalisation).
-  std::string render(const nlohmann::ordered_json& context) const;
+  std::string render(const nlohmann::ordered_json& context, const jinja::RenderLimits& limits = {}) const;
 
   // Renders a request like apply_chat_template(**request, tokenize=False), including
   // continue_final_message (true or a field name): the prompt ends inside the last message so the model
   // continues it. Throws ChatRequestError for invalid requests and jinja::TemplateError for template
   // errors (ErrorKind::Raised for raise_exception() calls; message() is the template's text).
-  std::string apply(const nlohmann::ordered_json& request, const SpecialTokens& tokens = {}) const;
+  // `limits` bound the render (jinja_limits.h); exceeding one is a jinja::TemplateError naming it.
+  std::string apply(const nlohmann::ordered_json& request, const SpecialTokens& tokens = {}, const jinja::RenderLimits& limits = {}) const;
 
   const std::string& source() const { return source_; }
 

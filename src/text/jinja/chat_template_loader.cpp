@@ -5,13 +5,16 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/error.h"
+#include "formats/json_file.h"
+
 namespace qwenrt::text {
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {
-  if (!std::filesystem::is_regular_file(path)) throw std::runtime_error(path.string() + ": not a regular file");
+  if (!std::filesystem::is_regular_file(path)) throw qwenrt::Error(path.string() + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
+  if (!in) throw qwenrt::Error("cannot read " + path.string());
   std::ostringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
@@ -29,13 +32,13 @@ ChatTemplateSet ChatTemplateSet::from_tokenizer_config(const nlohmann::ordered_j
   } else if (entry.is_array()) {
     for (const auto& item : entry) {
       if (!item.is_object() || !item.contains("name") || !item.contains("template") || !item["name"].is_string() || !item["template"].is_string()) {
-        throw std::runtime_error("tokenizer_config.json chat_template list entries need string 'name' and 'template'");
+        throw qwenrt::Error("tokenizer_config.json chat_template list entries need string 'name' and 'template'");
       }
       set.templates_[item["name"].get<std::string>()] = item["template"].get<std::string>();
     }
     set.multiple_ = true;
   } else {
-    throw std::runtime_error("tokenizer_config.json chat_template must be a string or a list of named templates");
+    throw qwenrt::Error("tokenizer_config.json chat_template must be a string or a list of named templates");
   }
   return set;
 }
@@ -45,10 +48,12 @@ ChatTemplateSet ChatTemplateSet::from_directory(const std::filesystem::path& dir
   const auto config_path = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
     nlohmann::ordered_json config;
+    const std::string text = read_file(config_path);
+    check_json_depth(text, config_path.string());
     try {
-      config = nlohmann::ordered_json::parse(read_file(config_path));
+      config = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error("malformed " + config_path.string() + ": " + e.what());
+      throw qwenrt::Error("malformed " + config_path.string() + ": " + e.what());
     }
     set = from_tokenizer_config(config);
   }
@@ -73,12 +78,12 @@ ChatTemplateSet ChatTemplateSet::from_directory(const std::filesystem::path& dir
 
 const std::string& ChatTemplateSet::select(const std::optional<std::string>& name, bool has_tools) const {
   if (templates_.empty()) {
-    throw std::runtime_error("Cannot use chat template functions because tokenizer.chat_template is not set");
+    throw qwenrt::Error("Cannot use chat template functions because tokenizer.chat_template is not set");
   }
   if (!multiple_) return templates_.begin()->second;  // a single template is used whatever name is asked for
   if (name) {
     auto it = templates_.find(*name);
-    if (it == templates_.end()) throw std::runtime_error("no chat template named '" + *name + "'");
+    if (it == templates_.end()) throw qwenrt::Error("no chat template named '" + *name + "'");
     return it->second;
   }
   if (has_tools) {
@@ -89,7 +94,7 @@ const std::string& ChatTemplateSet::select(const std::optional<std::string>& nam
   if (it != templates_.end()) return it->second;
   std::string names;
   for (const auto& [k, v] : templates_) names += (names.empty() ? "" : ", ") + k;
-  throw std::runtime_error("This model has multiple chat templates with no default specified! Available template names are " + names + ".");
+  throw qwenrt::Error("This model has multiple chat templates with no default specified! Available template names are " + names + ".");
 }
 
 }  // namespace qwenrt::text

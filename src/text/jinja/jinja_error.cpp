@@ -17,7 +17,7 @@ const char* error_kind_name(ErrorKind kind) {
 }
 
 TemplateError::TemplateError(ErrorKind kind, std::string message, int line)
-    : std::runtime_error(format(kind, message, line)), kind_(kind), message_(std::move(message)), line_(line) {}
+    : qwenrt::Error(format(kind, message, line)), kind_(kind), message_(std::move(message)), line_(line) {}
 
 std::string TemplateError::format(ErrorKind kind, const std::string& message, int line) {
   std::string out;

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.h"
+
 namespace qwenrt::text::jinja {
 
 enum class ErrorKind {
@@ -19,7 +21,8 @@ enum class ErrorKind {
 
 const char* error_kind_name(ErrorKind kind);
 
-class TemplateError : public std::runtime_error {
+// A qwenrt::Error (so front ends report it as a user-facing error), and a std::runtime_error.
+class TemplateError : public qwenrt::Error {
  public:
   TemplateError(ErrorKind kind, std::string message, int line = 0);
 

@@ -10,6 +10,7 @@
 
 #include "text/jinja/jinja_interpreter.h"
 #include "text/jinja/jinja_json.h"
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_methods.h"
 #include "text/jinja/jinja_objects.h"
 #include "text/jinja/jinja_operators.h"
@@ -104,6 +105,7 @@ Value filter_join(Interpreter& in, const Value& v, CallArgs& args) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i) out += sep;
     out += to_str(a[1].is_none() ? items[i] : get_path(in, items[i], a[1]));
+    check_string_bytes(out.size(), "join");
   }
   return Value::string(std::move(out));
 }
@@ -121,7 +123,9 @@ Value filter_tojson(Interpreter&, const Value& v, CallArgs& args) {
   JsonDumpOptions options;
   options.ensure_ascii = truthy(a[0]);
   if (a[1].is_int() || a[1].is_bool()) {
-    options.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, a[1].to_int())), ' ');
+    const auto width = static_cast<std::uint64_t>(std::max<std::int64_t>(0, a[1].to_int()));
+    check_string_bytes(width, "tojson(indent=...)");
+    options.indent = std::string(static_cast<std::size_t>(width), ' ');
   } else if (a[1].is_string()) {
     options.indent = a[1].as_string();
   } else if (!a[1].is_none()) {
@@ -386,8 +390,9 @@ Value filter_abs(Interpreter&, const Value& v, CallArgs& args) {
 
 Value filter_indent(Interpreter&, const Value& v, CallArgs& args) {
   ArgBinder a("indent", args, {"width", "first", "blank"}, {Value::integer(4), Value::boolean(false), Value::boolean(false)});
-  const std::string indentation =
-      a[0].is_string() ? a[0].as_string() : std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(a[0], "width"))), ' ');
+  const std::uint64_t width = a[0].is_string() ? 0 : static_cast<std::uint64_t>(std::max<std::int64_t>(0, int_arg(a[0], "width")));
+  check_string_bytes(width, "indent(width)");
+  const std::string indentation = a[0].is_string() ? a[0].as_string() : std::string(static_cast<std::size_t>(width), ' ');
   std::string s = to_str(v) + "\n";  // jinja2 appends a newline so splitlines() keeps a trailing empty line
   std::vector<std::string> lines = split_lines(s);
   std::string out;
@@ -395,10 +400,14 @@ Value filter_indent(Interpreter&, const Value& v, CallArgs& args) {
     for (std::size_t i = 0; i < lines.size(); ++i) {
       if (i) out += "\n" + indentation;
       out += lines[i];
+      check_string_bytes(out.size(), "indent");
     }
   } else {
     out = lines.empty() ? "" : lines[0];
-    for (std::size_t i = 1; i < lines.size(); ++i) out += "\n" + (lines[i].empty() ? lines[i] : indentation + lines[i]);
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      out += "\n" + (lines[i].empty() ? lines[i] : indentation + lines[i]);
+      check_string_bytes(out.size(), "indent");
+    }
   }
   if (truthy(a[1])) out = indentation + out;
   return same_flavour(v, std::move(out));

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "text/jinja/jinja_filters.h"
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_methods.h"
 #include "text/jinja/jinja_objects.h"
 #include "text/jinja/jinja_operators.h"
@@ -13,8 +14,6 @@
 
 namespace qwenrt::text::jinja {
 namespace {
-
-constexpr int kMaxDepth = 200;
 
 // A {% macro %} definition bound to the scope it was defined in (names resolve there at call time).
 class Macro : public Object {
@@ -219,14 +218,36 @@ const Value* Scope::find(const std::string& name) const {
 }
 
 Interpreter::DepthGuard::DepthGuard(Interpreter& interpreter) : interpreter_(interpreter) {
-  if (++interpreter_.depth_ > kMaxDepth) {
+  if (++interpreter_.depth_ > active_render_limits().max_call_depth) {
     --interpreter_.depth_;
-    throw_runtime_error("maximum recursion depth exceeded");
+    throw_runtime_error("maximum recursion depth exceeded (render limit max_call_depth: " + std::to_string(active_render_limits().max_call_depth) +
+                        " nested macro or loop() calls)");
   }
 }
 
 Interpreter::~Interpreter() {
   for (const auto& object : adopted_) object->release_references();
+  for (const auto& weak : adopted_weak_) {
+    if (auto object = weak.lock()) object->release_references();
+  }
+}
+
+void Interpreter::adopt_weak(const std::shared_ptr<Object>& object) {
+  // Drop the entries of objects already freed whenever the list doubles: it stays proportional to the
+  // objects alive, not to all objects ever created.
+  if (adopted_weak_.size() >= 2 * adopted_weak_live_ + 64) {
+    std::erase_if(adopted_weak_, [](const std::weak_ptr<Object>& w) { return w.expired(); });
+    adopted_weak_live_ = adopted_weak_.size();
+  }
+  adopted_weak_.push_back(object);
+}
+
+Interpreter::EvalNest::EvalNest(Interpreter& interpreter) : interpreter_(interpreter) {
+  if (++interpreter_.eval_depth_ > kMaxEvalNesting) {
+    --interpreter_.eval_depth_;
+    throw_runtime_error("maximum recursion depth exceeded (more than " + std::to_string(kMaxEvalNesting) +
+                        " nested statements and expressions being evaluated; limit kMaxEvalNesting)");
+  }
 }
 
 std::string Interpreter::render(const Body& body, const ScopePtr& scope) {
@@ -245,9 +266,16 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const ScopePtr& scope
 
 Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope, std::string& out) {
   try {
+    EvalNest nest(*this);
     switch (stmt.kind) {
-      case StmtKind::Text: out += static_cast<const TextStmt&>(stmt).text; return Flow::Normal;
-      case StmtKind::Print: out += to_str(eval(*static_cast<const PrintStmt&>(stmt).expr, scope)); return Flow::Normal;
+      case StmtKind::Text:
+        out += static_cast<const TextStmt&>(stmt).text;
+        check_output_bytes(out.size());
+        return Flow::Normal;
+      case StmtKind::Print:
+        out += to_str(eval(*static_cast<const PrintStmt&>(stmt).expr, scope));
+        check_output_bytes(out.size());
+        return Flow::Normal;
       case StmtKind::If: {
         const auto& s = static_cast<const IfStmt&>(stmt);
         for (const auto& [test, body] : s.branches) {
@@ -288,6 +316,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope, std
         std::string captured;
         exec_body(s.body, std::make_shared<Scope>(scope), captured);
         out += to_str(apply_filter_chain(*s.filter, Value::string(std::move(captured)), scope));
+        check_output_bytes(out.size());
         return Flow::Normal;
       }
       case StmtKind::With: {
@@ -309,6 +338,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, const ScopePtr& scope, std
 }
 
 void Interpreter::render_loop(const ForStmt& stmt, std::vector<Value> items, const ScopePtr& scope, int depth0, std::string& out) {
+  // Charged up front (a loop that breaks early is charged for all its items): this also bounds the
+  // memory the loop's own copy of the items holds.
+  charge_loop_iterations(items.size());
   if (stmt.filter) {
     std::vector<Value> kept;
     for (Value& item : items) {
@@ -324,7 +356,9 @@ void Interpreter::render_loop(const ForStmt& stmt, std::vector<Value> items, con
   }
   auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
   auto loop = std::make_shared<LoopObject>(shared_items, depth0, stmt.recursive ? &stmt : nullptr, scope);
-  adopt(loop);
+  // Weakly: a loop object is freed (with its copy of the items) as soon as the loop ends unless the
+  // template kept a reference to it (ns.l = loop), which is when a cycle may need breaking at the end.
+  adopt_weak(loop);
   const Value loop_value = Value::object(loop);
   for (std::size_t i = 0; i < shared_items->size(); ++i) {
     loop->advance(i);
@@ -367,6 +401,7 @@ void Interpreter::assign(const AssignTarget& target, const Value& value, const S
 
 Value Interpreter::eval(const Expr& expr, const ScopePtr& scope) {
   try {
+    EvalNest nest(*this);
     return eval_inner(expr, scope);
   } catch (TemplateError& e) {
     e.set_line_if_unknown(expr.line);
@@ -508,7 +543,10 @@ Value Interpreter::eval_inner(const Expr& expr, const ScopePtr& scope) {
     }
     case ExprKind::Concat: {
       std::string out;
-      for (const auto& part : static_cast<const ConcatExpr&>(expr).parts) out += to_str(eval(*part, scope));
+      for (const auto& part : static_cast<const ConcatExpr&>(expr).parts) {
+        out += to_str(eval(*part, scope));
+        check_string_bytes(out.size(), "'~'");
+      }
       return Value::string(std::move(out));
     }
     case ExprKind::Compare: {

@@ -34,6 +34,9 @@ class Interpreter {
 
   // Registers an object created during this render whose references must be released at the end.
   void adopt(const std::shared_ptr<Object>& object) { adopted_.push_back(object); }
+  // Same for an object that is usually freed long before the render ends (a loop object): only its
+  // references that are still alive at the end are released.
+  void adopt_weak(const std::shared_ptr<Object>& object);
 
   // Renders `body` in `scope` (normally a child of the globals/context scope).
   std::string render(const Body& body, const ScopePtr& scope);
@@ -68,8 +71,22 @@ class Interpreter {
   Value apply_filter_chain(const Expr& filter, Value input, const ScopePtr& scope);
   Value eval_slice(const Value& object, const SliceExpr& slice, const ScopePtr& scope);
 
+  // Guards the evaluator's own recursion (statements and expressions being evaluated, across macro
+  // calls): bounded by kMaxEvalNesting so that the stack is, whatever the call depth.
+  class EvalNest {
+   public:
+    explicit EvalNest(Interpreter& interpreter);
+    ~EvalNest() { --interpreter_.eval_depth_; }
+
+   private:
+    Interpreter& interpreter_;
+  };
+
   int depth_ = 0;
+  int eval_depth_ = 0;
   std::vector<std::shared_ptr<Object>> adopted_;
+  std::vector<std::weak_ptr<Object>> adopted_weak_;
+  std::size_t adopted_weak_live_ = 0;
 };
 
 }  // namespace qwenrt::text::jinja

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_operators.h"
 #include "text/jinja/jinja_pyformat.h"
 #include "text/jinja/jinja_unicode.h"
@@ -75,7 +76,10 @@ class Encoder {
  private:
   void newline(int level, std::string& out) {
     out.push_back('\n');
-    for (int i = 0; i < level; ++i) out += *options_.indent;
+    for (int i = 0; i < level; ++i) {
+      out += *options_.indent;
+      check_string_bytes(out.size(), "tojson");
+    }
   }
 
   void encode_list(const std::vector<Value>& items, int level, std::string& out) {

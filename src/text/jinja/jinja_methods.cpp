@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_objects.h"
 #include "text/jinja/jinja_operators.h"
 #include "text/jinja/jinja_unicode.h"
@@ -204,6 +205,7 @@ Value replace_impl(const Value& self, CallArgs& args) {
         if (count > 0) --count;
       }
       if (i < s.size()) out.push_back(s[i]);
+      check_string_bytes(out.size(), "replace");
     }
   } else {
     std::size_t start = 0;
@@ -212,6 +214,7 @@ Value replace_impl(const Value& self, CallArgs& args) {
       if (p == std::u32string::npos) break;
       out += s.substr(start, p - start);
       out += new_s;
+      check_string_bytes(out.size(), "replace");
       start = p + old_s.size();
       if (count > 0) --count;
     }
@@ -228,6 +231,7 @@ Value pad_impl(const Value& self, CallArgs& args, const char* name) {
   const std::u32string s = unicode::decode(self.as_string());
   const auto n = static_cast<std::int64_t>(s.size());
   if (width <= n) return self;
+  check_string_bytes(static_cast<std::uint64_t>(width), name);
   const std::size_t total = static_cast<std::size_t>(width - n);
   std::size_t left = 0;
   const std::string which = name;
@@ -332,6 +336,7 @@ const std::unordered_map<std::string, Method>& str_methods() {
       std::u32string text = unicode::decode(s.as_string());
       const std::int64_t width = require_int(b[0], "width");
       if (width <= static_cast<std::int64_t>(text.size())) return s;
+      check_string_bytes(static_cast<std::uint64_t>(width), "zfill");
       const std::size_t fill = static_cast<std::size_t>(width) - text.size();
       const std::size_t at = (!text.empty() && (text[0] == U'+' || text[0] == U'-')) ? 1 : 0;
       text.insert(at, fill, U'0');
@@ -363,6 +368,7 @@ const std::unordered_map<std::string, Method>& str_methods() {
         if (!first) out += s.as_string();
         first = false;
         out += (s.is_markup() && !item.is_markup()) ? html_escape(item.as_string()) : item.as_string();
+        check_string_bytes(out.size(), "join");
       }
       return str_result(s, std::move(out));
     };

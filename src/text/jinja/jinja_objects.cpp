@@ -1,9 +1,26 @@
 // Runtime objects: namespace() and native callables with Python-style argument binding.
 #include "text/jinja/jinja_objects.h"
 
+#include "text/jinja/jinja_limits.h"
+
 namespace qwenrt::text::jinja {
 
 std::string Namespace::repr() const {
+  // A namespace can hold itself (ns.me = ns) or a chain of namespaces of any length: the one place
+  // where printing a value can recurse without a bound, so it is guarded here.
+  thread_local int depth = 0;
+  struct Guard {
+    Guard() {
+      if (++depth > kMaxValueDepth) {
+        depth = 0;
+        throw TemplateError(ErrorKind::Runtime, "printing a namespace nests more than " + std::to_string(kMaxValueDepth) +
+                                                    " levels deep (it contains itself?) (limit kMaxValueDepth)");
+      }
+    }
+    ~Guard() {
+      if (depth > 0) --depth;
+    }
+  } guard;
   std::string out = "<Namespace {";
   for (std::size_t i = 0; i < attrs_.size(); ++i) {
     if (i) out += ", ";

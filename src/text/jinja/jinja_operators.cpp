@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "text/jinja/jinja_limits.h"
+
 namespace qwenrt::text::jinja {
 namespace {
 
@@ -52,12 +54,22 @@ double py_fmod(double a, double b) {
   return r;
 }
 
+// size * times, saturating (the result is only compared with a limit).
+std::size_t repeated_size(std::size_t size, std::int64_t times) {
+  if (times <= 0 || size == 0) return 0;
+  std::size_t total;
+  if (__builtin_mul_overflow(size, static_cast<std::uint64_t>(times), &total)) return SIZE_MAX;
+  return total;
+}
+
 Value repeat_sequence(const Value& seq, std::int64_t times) {
   if (seq.is_string()) {
+    check_string_bytes(repeated_size(seq.as_string().size(), times), "string repetition ('...' * n)");
     std::string out;
     for (std::int64_t i = 0; i < times; ++i) out += seq.as_string();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
   }
+  check_list_items(repeated_size(seq.items().size(), times), "list repetition ([...] * n)");
   std::vector<Value> out;
   for (std::int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return seq.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -71,6 +83,7 @@ Value add(const Value& a, const Value& b) {
   }
   if (a.is_number() && b.is_number()) return Value::number(a.to_double() + b.to_double());
   if (a.is_string() && b.is_string()) {
+    check_string_bytes(a.as_string().size() + b.as_string().size(), "string concatenation ('+')");
     // markupsafe: Markup + str escapes the str, and str + Markup does the same via __radd__.
     if (a.is_markup() || b.is_markup()) {
       const std::string left = a.is_markup() ? a.as_string() : html_escape(a.as_string());
@@ -80,6 +93,7 @@ Value add(const Value& a, const Value& b) {
     return Value::string(a.as_string() + b.as_string());
   }
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    check_list_items(a.items().size() + b.items().size(), "list concatenation ('+')");
     std::vector<Value> out = a.items();
     out.insert(out.end(), b.items().begin(), b.items().end());
     return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));

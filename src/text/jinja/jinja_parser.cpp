@@ -6,6 +6,7 @@
 
 #include "text/jinja/jinja_error.h"
 #include "text/jinja/jinja_filters.h"
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_tests.h"
 
 namespace qwenrt::text::jinja {
@@ -113,10 +114,36 @@ class Parser {
     fail(message, line);
   }
 
+  // Nesting guard (kMaxTemplateNesting): every recursion of the parser and every link of an operator
+  // chain (a + b + c, x.y.z, v|f|g) deepens the syntax tree, and with it the stack of the parser, the
+  // evaluator and the tree's destructor.
+  class Nest {
+   public:
+    explicit Nest(Parser& p, bool enter = true) : p_(p) {
+      if (enter) step();
+    }
+    ~Nest() { p_.nesting_ -= n_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    void step() {
+      ++n_;
+      if (++p_.nesting_ > kMaxTemplateNesting) {
+        fail("the template nests blocks, brackets and operators more than " + std::to_string(kMaxTemplateNesting) +
+                 " levels deep (limit kMaxTemplateNesting)",
+             p_.current().line);
+      }
+    }
+
+   private:
+    Parser& p_;
+    int n_ = 0;
+  };
+
   // --- template structure ---
   Body subparse(const std::vector<std::string>& end_tokens) {
     Body body;
     const bool pushed = !end_tokens.empty();
+    Nest nest(*this, pushed);
     if (pushed) end_tokens_.push_back(end_tokens);
     while (current().type != TokenType::Eof) {
       const Token& t = current();
@@ -400,7 +427,9 @@ class Parser {
   ExprPtr parse_condexpr() {
     int line = current().line;
     ExprPtr expr1 = parse_or();
+    Nest nest(*this, false);
     while (skip_name("if")) {
+      nest.step();
       auto cond = std::make_unique<CondExpr>(line);
       cond->test = parse_or();
       if (skip_name("else")) cond->else_expr = parse_condexpr();
@@ -414,7 +443,9 @@ class Parser {
   ExprPtr parse_or() {
     int line = current().line;
     ExprPtr left = parse_and();
+    Nest nest(*this, false);
     while (skip_name("or")) {
+      nest.step();
       left = std::make_unique<BinaryExpr>(BinaryOp::Or, std::move(left), parse_and(), line);
       line = current().line;
     }
@@ -424,7 +455,9 @@ class Parser {
   ExprPtr parse_and() {
     int line = current().line;
     ExprPtr left = parse_not();
+    Nest nest(*this, false);
     while (skip_name("and")) {
+      nest.step();
       left = std::make_unique<BinaryExpr>(BinaryOp::And, std::move(left), parse_not(), line);
       line = current().line;
     }
@@ -433,6 +466,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       const int line = next().line;
       return std::make_unique<UnaryExpr>(UnaryOp::Not, parse_not(), line);
     }
@@ -475,7 +509,9 @@ class Parser {
   ExprPtr parse_math1() {
     int line = current().line;
     ExprPtr left = parse_concat();
+    Nest nest(*this, false);
     while (is_op("+") || is_op("-")) {
+      nest.step();
       const BinaryOp op = next().text == "+" ? BinaryOp::Add : BinaryOp::Sub;
       left = std::make_unique<BinaryExpr>(op, std::move(left), parse_concat(), line);
       line = current().line;
@@ -496,7 +532,9 @@ class Parser {
   ExprPtr parse_math2() {
     int line = current().line;
     ExprPtr left = parse_pow();
+    Nest nest(*this, false);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      nest.step();
       const std::string op = next().text;
       const BinaryOp bop = op == "*" ? BinaryOp::Mul : op == "/" ? BinaryOp::Div : op == "//" ? BinaryOp::FloorDiv : BinaryOp::Mod;
       left = std::make_unique<BinaryExpr>(bop, std::move(left), parse_pow(), line);
@@ -508,7 +546,9 @@ class Parser {
   ExprPtr parse_pow() {
     int line = current().line;
     ExprPtr left = parse_unary(true);
+    Nest nest(*this, false);
     while (skip_op("**")) {
+      nest.step();
       left = std::make_unique<BinaryExpr>(BinaryOp::Pow, std::move(left), parse_unary(true), line);
       line = current().line;
     }
@@ -516,6 +556,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     const int line = current().line;
     ExprPtr node;
     if (skip_op("-")) {
@@ -591,7 +632,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    Nest nest(*this, false);
     while (true) {
+      nest.step();
       if (is_op(".") || is_op("[")) {
         node = parse_subscript(std::move(node));
       } else if (is_op("(")) {
@@ -603,7 +646,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    Nest nest(*this, false);
     while (true) {
+      nest.step();
       if (is_op("|")) {
         node = parse_filter_chain(std::move(node), false);
       } else if (is_name("is")) {
@@ -705,7 +750,9 @@ class Parser {
 
   // `| name(args) | name2 ...`; with start_inline the first filter has no leading pipe ({% filter %}).
   ExprPtr parse_filter_chain(ExprPtr node, bool start_inline) {
+    Nest nest(*this, false);
     while (is_op("|") || start_inline) {
+      nest.step();
       if (!start_inline) next();
       const int line = current().line;
       const std::string name = parse_dotted_name();
@@ -744,6 +791,7 @@ class Parser {
   std::vector<std::string> tag_stack_;
   std::vector<std::string> loaded_names_;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

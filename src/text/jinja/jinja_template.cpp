@@ -9,13 +9,15 @@ namespace qwenrt::text::jinja {
 
 Template Template::parse(std::string_view source) { return Template(std::make_shared<const TemplateAst>(parse_template(source))); }
 
-std::string Template::render(const nlohmann::ordered_json& context) const {
+std::string Template::render(const nlohmann::ordered_json& context, const RenderLimits& limits) const {
   if (!context.is_object()) throw_type_error("the template context must be a JSON object");
-  return render(value_from_json(context));
+  RenderScope budget(limits);  // the conversion is bounded too (string and list sizes)
+  return render(value_from_json(context), limits);
 }
 
-std::string Template::render(const Value& context) const {
+std::string Template::render(const Value& context, const RenderLimits& limits) const {
   if (!context.is_dict()) throw_type_error("the template context must be a mapping");
+  RenderScope budget(limits);
   // Scopes: globals <- caller's variables <- template top level. Variables shadow globals (a context
   // entry named "namespace" wins), and top-level {% set %} shadows both, as in jinja2.
   auto globals = std::make_shared<Scope>();
@@ -30,7 +32,17 @@ std::string Template::render(const Value& context) const {
   return interpreter.render(ast_->body, top);
 }
 
-Value value_from_json(const nlohmann::ordered_json& json) {
+namespace {
+
+Value value_from_json_at(const nlohmann::ordered_json& json, int depth);
+
+}  // namespace
+
+Value value_from_json(const nlohmann::ordered_json& json) { return value_from_json_at(json, 0); }
+
+namespace {
+
+Value value_from_json_at(const nlohmann::ordered_json& json, int depth) {
   using T = nlohmann::ordered_json::value_t;
   switch (json.type()) {
     case T::null:
@@ -47,19 +59,29 @@ Value value_from_json(const nlohmann::ordered_json& json) {
     case T::number_float: return Value::number(json.get<double>());
     case T::string: return Value::string(json.get<std::string>());
     case T::array: {
+      if (depth >= kMaxValueDepth) {
+        throw TemplateError(ErrorKind::Runtime, "the template context nests lists and objects more than " + std::to_string(kMaxValueDepth) +
+                                                    " levels deep (limit kMaxValueDepth)");
+      }
       std::vector<Value> items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(value_from_json(item));
+      for (const auto& item : json) items.push_back(value_from_json_at(item, depth + 1));
       return Value::list(std::move(items));
     }
     case T::object: {
+      if (depth >= kMaxValueDepth) {
+        throw TemplateError(ErrorKind::Runtime, "the template context nests lists and objects more than " + std::to_string(kMaxValueDepth) +
+                                                    " levels deep (limit kMaxValueDepth)");
+      }
       auto dict = std::make_shared<Dict>();
-      for (const auto& [k, v] : json.items()) dict->set(Value::string(k), value_from_json(v));
+      for (const auto& [k, v] : json.items()) dict->set(Value::string(k), value_from_json_at(v, depth + 1));
       return Value::dict(dict);
     }
     case T::binary: throw_unsupported("binary JSON values");
   }
   return Value::none();
 }
+
+}  // namespace
 
 }  // namespace qwenrt::text::jinja

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "text/jinja/jinja_ast.h"
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_value.h"
 
 namespace qwenrt::text::jinja {
@@ -20,9 +21,11 @@ class Template {
 
   // `context` must be a JSON object; its keys become template variables. ordered_json keeps the key
   // order of the input, which `tojson` and printing reproduce (Python dicts preserve insertion order).
-  std::string render(const nlohmann::ordered_json& context) const;
+  // Throws TemplateError (ErrorKind::Runtime) when the render exceeds one of `limits`, and for a
+  // context nested deeper than kMaxValueDepth.
+  std::string render(const nlohmann::ordered_json& context, const RenderLimits& limits = {}) const;
   // Same with an already converted context (a dict value).
-  std::string render(const Value& context) const;
+  std::string render(const Value& context, const RenderLimits& limits = {}) const;
 
  private:
   explicit Template(std::shared_ptr<const TemplateAst> ast) : ast_(std::move(ast)) {}
@@ -30,7 +33,7 @@ class Template {
 };
 
 // JSON -> template value: objects become dicts (key order kept), arrays lists, numbers int or float as
-// Python's json.loads would produce them.
+// Python's json.loads would produce them. Throws TemplateError for JSON nested deeper than kMaxValueDepth.
 Value value_from_json(const nlohmann::ordered_json& json);
 
 }  // namespace qwenrt::text::jinja

@@ -1,8 +1,10 @@
 // The Jinja value type: Python-like objects, truthiness, printing and Undefined behaviour.
 #include "text/jinja/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "text/jinja/jinja_limits.h"
 #include "text/jinja/jinja_pyformat.h"
 #include "text/jinja/jinja_unicode.h"
 #include "text/unicode/unicode_utf8.h"
@@ -22,19 +24,48 @@ Value Value::none() { return Value(Kind::None, std::monostate{}); }
 Value Value::boolean(bool b) { return Value(Kind::Bool, b); }
 Value Value::integer(std::int64_t i) { return Value(Kind::Int, i); }
 Value Value::number(double d) { return Value(Kind::Float, d); }
-Value Value::string(std::string s) { return Value(Kind::String, std::make_shared<const std::string>(std::move(s))); }
+namespace {
+
+std::uint16_t nested_depth(int deepest_element) {
+  if (deepest_element + 1 > kMaxValueDepth) {
+    throw TemplateError(ErrorKind::Runtime,
+                        "a value nests lists and dicts more than " + std::to_string(kMaxValueDepth) + " levels deep (limit kMaxValueDepth)");
+  }
+  return static_cast<std::uint16_t>(deepest_element + 1);
+}
+
+}  // namespace
+
+Value Value::string(std::string s) {
+  check_string_bytes(s.size(), "building a string");
+  return Value(Kind::String, std::make_shared<const std::string>(std::move(s)));
+}
 Value Value::markup(std::string s) {
   Value v = string(std::move(s));
   v.markup_ = true;
   return v;
 }
-Value Value::list(std::vector<Value> items) { return Value(Kind::List, std::make_shared<const std::vector<Value>>(std::move(items))); }
+Value Value::list(std::vector<Value> items) {
+  check_list_items(items.size(), "building a list");
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, static_cast<int>(item.depth_));
+  Value v(Kind::List, std::make_shared<const std::vector<Value>>(std::move(items)));
+  v.depth_ = nested_depth(deepest);
+  return v;
+}
 Value Value::tuple(std::vector<Value> items) {
   Value v = list(std::move(items));
   v.tuple_ = true;
   return v;
 }
-Value Value::dict(std::shared_ptr<const Dict> dict) { return Value(Kind::Dict, std::move(dict)); }
+Value Value::dict(std::shared_ptr<const Dict> dict) {
+  check_list_items(dict->size(), "building a dict");
+  int deepest = 0;
+  for (const auto& [k, v] : dict->entries()) deepest = std::max({deepest, static_cast<int>(k.depth_), static_cast<int>(v.depth_)});
+  Value v(Kind::Dict, std::move(dict));
+  v.depth_ = nested_depth(deepest);
+  return v;
+}
 Value Value::object(std::shared_ptr<Object> object) { return Value(Kind::Object, std::move(object)); }
 
 double Value::to_double() const {
@@ -223,8 +254,11 @@ std::vector<Value> iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::String: {
+      const std::u32string code_points = unicode::decode(v.as_string());
+      check_list_items(code_points.size(), "iterating over a string");
       std::vector<Value> chars;
-      for (char32_t c : unicode::decode(v.as_string())) {
+      chars.reserve(code_points.size());
+      for (char32_t c : code_points) {
         std::string s;
         utf8::append(s, c);
         chars.push_back(v.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s)));

@@ -73,6 +73,9 @@ class Value {
   static Value object(std::shared_ptr<Object> object);
 
   Kind kind() const { return kind_; }
+  // Nesting of lists, tuples and dicts: 0 for anything else, 1 + the deepest element for them. Never
+  // more than kMaxValueDepth (jinja_limits.h): building a deeper value throws.
+  int depth() const { return depth_; }
   bool is_undefined() const { return kind_ == Kind::Undefined; }
   bool is_none() const { return kind_ == Kind::None; }
   bool is_bool() const { return kind_ == Kind::Bool; }
@@ -111,6 +114,7 @@ class Value {
   Kind kind_;
   bool markup_ = false;
   bool tuple_ = false;
+  std::uint16_t depth_ = 0;
   Data data_;
 };
 

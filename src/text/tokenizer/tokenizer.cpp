@@ -13,7 +13,7 @@ namespace {
 
 // normalize -> (normalized added tokens) -> pre-tokenize -> BPE, for text that contains no
 // raw added token.
-void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow_special, std::vector<int32_t>& out) {
+void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow_special, std::vector<int32_t>& out, RegexBudget& budget) {
   if (text.empty()) return;
   std::string normalized;
   std::string_view view = text;
@@ -22,7 +22,8 @@ void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, bool allow
     view = normalized;
   }
   auto encode_pieces = [&](std::string_view segment) {
-    t.pre_tokenizer.split(segment, [&](std::string_view piece) { t.model.encode_piece(piece, out); });
+    t.pre_tokenizer.split(
+        segment, [&](std::string_view piece) { t.model.encode_piece(piece, out); }, &budget);
   };
   if (!allow_special || t.normalized_matcher.empty()) {
     encode_pieces(view);
@@ -47,17 +48,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   const Impl& t = *impl_;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
+  // One regex budget for the whole input (NFC may lengthen a text: up to 3x, counted in).
+  RegexBudget budget = RegexBudget::for_input(3 * text.size());
   if (!allow_special || t.raw_matcher.empty()) {
-    encode_ordinary(t, text, allow_special, out);
+    encode_ordinary(t, text, allow_special, out, budget);
     return out;
   }
   std::size_t pos = 0;
   while (const auto hit = t.raw_matcher.find(text, pos)) {
-    encode_ordinary(t, text.substr(pos, hit->begin - pos), allow_special, out);
+    encode_ordinary(t, text.substr(pos, hit->begin - pos), allow_special, out, budget);
     out.push_back(hit->id);
     pos = hit->end;
   }
-  encode_ordinary(t, text.substr(pos), allow_special, out);
+  encode_ordinary(t, text.substr(pos), allow_special, out, budget);
   return out;
 }
 

@@ -27,6 +27,14 @@
 
 namespace qwenrt::text {
 
+// Token ids in tokenizer.json (vocab and added tokens) must be below kMaxTokenId, and the id space
+// dense: the largest id may be at most kMaxTokenIdSparsity times the number of tokens (plus
+// kTokenIdSlack). Tables are indexed by id, so this bounds what a file can make the loader allocate.
+// Real vocabularies: ids 0..~250,000, dense.
+inline constexpr int32_t kMaxTokenId = 1 << 24;  // 16,777,216
+inline constexpr int64_t kMaxTokenIdSparsity = 16;
+inline constexpr int64_t kTokenIdSlack = 65536;
+
 struct AddedToken {
   int32_t id;
   std::string content;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "formats/generation_config.h"
+#include "formats/json_file.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/tokenizer/tokenizer_byte_level.h"
 #include "text/tokenizer/tokenizer_impl.h"
@@ -26,8 +27,14 @@ json read_json(const fs::path& file) {
   if (!in) fail(file, "cannot open file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
+  const std::string text = buffer.str();
   try {
-    return json::parse(buffer.str());
+    check_json_depth(text, "tokenizer: " + file.string());
+  } catch (const qwenrt::Error& e) {
+    throw TokenizerError(e.what());
+  }
+  try {
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     fail(file, std::string("malformed JSON: ") + e.what());
   }
@@ -70,6 +77,28 @@ class Loader {
   }
 
  private:
+  // A token id: an integer in [0, kMaxTokenId).
+  int32_t token_id(const json& id, const std::string& what) {
+    if (!id.is_number_integer()) fail(file_, what + " has a non-integer id " + id.dump());
+    const bool negative = id.is_number_unsigned() ? false : id.get<int64_t>() < 0;
+    if (negative) fail(file_, what + " has a negative id " + id.dump());
+    if (id.get<uint64_t>() >= static_cast<uint64_t>(kMaxTokenId)) {
+      fail(file_, what + " has id " + id.dump() + ", not below " + std::to_string(kMaxTokenId) + " (limit kMaxTokenId)");
+    }
+    return static_cast<int32_t>(id.get<uint64_t>());
+  }
+
+  // The vocabulary's ids alone must be dense (the tables the model builds are indexed by id).
+  void check_id_density(const std::vector<BpeVocabEntry>& vocab, std::size_t count, const char* what) {
+    int32_t max_id = -1;
+    for (const auto& e : vocab) max_id = std::max(max_id, e.id);
+    if (static_cast<int64_t>(max_id) >= kMaxTokenIdSparsity * static_cast<int64_t>(count) + kTokenIdSlack) {
+      fail(file_, std::string(what) + " has id " + std::to_string(max_id) + ", far beyond its " + std::to_string(count) +
+                      " tokens (ids must be below " + std::to_string(kMaxTokenIdSparsity) + " x tokens + " + std::to_string(kTokenIdSlack) +
+                      ": kMaxTokenIdSparsity)");
+    }
+  }
+
   const json& member(const json& j, const char* key) {
     const auto it = j.find(key);
     if (it == j.end()) fail(file_, std::string("missing \"") + key + "\"");
@@ -100,8 +129,9 @@ class Loader {
                         "\" is not in the ByteLevel alphabet (only "
                         "byte-level BPE vocabularies are supported)");
       }
-      vocab.push_back({std::move(*bytes), id.get<int32_t>()});
+      vocab.push_back({std::move(*bytes), token_id(id, "model.vocab \"" + token + "\"")});
     }
+    check_id_density(vocab, vocab_json.size(), "model.vocab");
     std::vector<BpeMerge> merges;
     const json& merges_json = member(m, "merges");
     merges.reserve(merges_json.size());
@@ -152,11 +182,18 @@ class Loader {
     return stages;
   }
 
-  void add_pre_tokenizer(const json& p, std::vector<SplitStage>& stages, bool& byte_level) {
+  void add_pre_tokenizer(const json& p, std::vector<SplitStage>& stages, bool& byte_level, int depth = 0) {
     if (p.is_null()) return;
     const std::string type = type_of(p);
+    if (stages.size() >= kMaxPreTokenizerStages && (type == "Split" || type == "ByteLevel")) {
+      fail(file_, "pre_tokenizer has more than " + std::to_string(kMaxPreTokenizerStages) + " split stages (limit kMaxPreTokenizerStages)");
+    }
     if (type == "Sequence") {
-      for (const json& child : member(p, "pretokenizers")) add_pre_tokenizer(child, stages, byte_level);
+      if (depth >= kMaxPreTokenizerNesting) {
+        fail(file_, "pre_tokenizer nests \"Sequence\" more than " + std::to_string(kMaxPreTokenizerNesting) +
+                        " levels deep (limit kMaxPreTokenizerNesting)");
+      }
+      for (const json& child : member(p, "pretokenizers")) add_pre_tokenizer(child, stages, byte_level, depth + 1);
     } else if (type == "Split") {
       const json& pattern = member(p, "pattern");
       std::string regex;
@@ -187,13 +224,17 @@ class Loader {
     require(!d.is_null() && type_of(d) == "ByteLevel", "decoder \"" + (d.is_null() ? std::string("null") : type_of(d)) + "\" (only ByteLevel)");
   }
 
-  void check_post_processor(const json& p) {
+  void check_post_processor(const json& p, int depth = 0) {
     // ByteLevel post-processing only adjusts offsets; anything else (TemplateProcessing, ...)
     // would add tokens this engine does not add.
     if (p.is_null()) return;
     const std::string type = type_of(p);
     if (type == "Sequence") {
-      for (const json& child : member(p, "processors")) check_post_processor(child);
+      if (depth >= kMaxPreTokenizerNesting) {
+        fail(file_, "post_processor nests \"Sequence\" more than " + std::to_string(kMaxPreTokenizerNesting) +
+                        " levels deep (limit kMaxPreTokenizerNesting)");
+      }
+      for (const json& child : member(p, "processors")) check_post_processor(child, depth + 1);
       return;
     }
     require(type == "ByteLevel", "post_processor \"" + type + "\" (only ByteLevel or null)");
@@ -203,7 +244,8 @@ class Loader {
     std::vector<std::pair<std::string, int32_t>> raw, normalized;
     int32_t max_id = impl.model.id_limit() - 1;
     for (const json& a : list) {
-      AddedToken token{a.at("id").get<int32_t>(), a.at("content").get<std::string>(), a.value("special", false), a.value("normalized", false)};
+      const std::string content = a.at("content").get<std::string>();
+      AddedToken token{token_id(a.at("id"), "added token \"" + content + "\""), content, a.value("special", false), a.value("normalized", false)};
       for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
         require(!a.value(flag, false), std::string("added token option ") + flag + " (token \"" + token.content + "\")");
       }
@@ -215,6 +257,11 @@ class Loader {
       (token.normalized ? normalized : raw).push_back({token.content, token.id});
       impl.added_by_id[token.id] = impl.added.size();
       impl.added.push_back(std::move(token));
+    }
+    if (static_cast<int64_t>(max_id) >= kMaxTokenIdSparsity * static_cast<int64_t>(impl.model.vocab_count() + impl.added.size()) + kTokenIdSlack) {
+      fail(file_, "token id " + std::to_string(max_id) + " is far beyond the " + std::to_string(impl.model.vocab_count() + impl.added.size()) +
+                      " tokens defined (ids must be below " + std::to_string(kMaxTokenIdSparsity) + " x tokens + " + std::to_string(kTokenIdSlack) +
+                      ": kMaxTokenIdSparsity)");
     }
     impl.raw_matcher = AddedTokenMatcher(raw);
     impl.normalized_matcher = AddedTokenMatcher(normalized);

@@ -14,17 +14,19 @@ std::vector<DecodedText>& decode_buffers(std::size_t stages) {
 
 }  // namespace
 
-void PreTokenizer::split(std::string_view utf8, const std::function<void(std::string_view)>& emit) const {
+void PreTokenizer::split(std::string_view utf8, const std::function<void(std::string_view)>& emit, RegexBudget* budget) const {
   if (utf8.empty()) return;
   if (stages_.empty()) {
     emit(utf8);
     return;
   }
   decode_buffers(stages_.size());
-  split_stage(0, utf8, emit);
+  RegexBudget own = RegexBudget::for_input(utf8.size());
+  split_stage(0, utf8, emit, budget ? *budget : own);
 }
 
-void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8, const std::function<void(std::string_view)>& emit) const {
+void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8, const std::function<void(std::string_view)>& emit,
+                               RegexBudget& budget) const {
   const SplitStage& s = stages_[stage];
   DecodedText& text = decode_buffers(stages_.size())[stage];
   text.assign(utf8);
@@ -37,7 +39,7 @@ void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8, const s
     const std::size_t e = text.byte_offsets[end_cp];
     const std::string_view piece = utf8.substr(b, e - b);
     if (stage + 1 < stages_.size()) {
-      split_stage(stage + 1, piece, emit);
+      split_stage(stage + 1, piece, emit, budget);
     } else {
       emit(piece);
     }
@@ -46,7 +48,7 @@ void PreTokenizer::split_stage(std::size_t stage, std::string_view utf8, const s
   std::size_t pos = 0;  // code point index: end of the previous match
   std::size_t search = 0;
   while (search <= text.size()) {
-    const auto m = s.regex.find(text, search);
+    const auto m = s.regex.find(text, search, budget);
     if (!m) break;
     pass_on(pos, m->begin, false);
     pass_on(m->begin, m->end, true);

@@ -29,13 +29,6 @@ const std::array<uint32_t, 128>& ascii_attributes() {
   return table;
 }
 
-// A guard against catastrophic backtracking: the budget of backtracking steps for one search
-// is this base plus kStepsPerCodePoint per character, so that linear-time patterns (all real
-// tokenizer patterns: each backtrack gives back one character of a run) never hit it on any
-// input size, while an exponential pattern fails with an error instead of hanging.
-constexpr uint64_t kStepBase = 10'000'000;
-constexpr uint64_t kStepsPerCodePoint = 256;
-
 }  // namespace
 
 uint32_t code_point_attributes(char32_t cp) {
@@ -136,6 +129,12 @@ struct Regex::Program {
   // dropped when it returns (that makes lookaheads atomic, as in Oniguruma).
   bool run(const DecodedText& text, uint32_t pc, std::size_t pos, std::size_t& end_pos, uint64_t& steps, uint64_t step_limit,
            std::vector<Frame>& stack) const;
+
+  [[noreturn]] void budget_exceeded(uint64_t limit) const {
+    const std::string shown = pattern.size() > 200 ? pattern.substr(0, 200) + "..." : pattern;
+    throw TokenizerError("regex pattern \"" + shown + "\": backtracking budget of " + std::to_string(limit) +
+                         " steps for this input exceeded (kRegexStepBase + kRegexStepsPerByte per input byte, tokenizer_regex.h)");
+  }
 };
 
 namespace {
@@ -263,9 +262,7 @@ bool Regex::Program::run(const DecodedText& text, uint32_t pc, std::size_t pos, 
   auto backtrack = [&]() -> bool {
     while (stack.size() > base) {
       Frame& f = stack.back();
-      if (++steps > step_limit) {
-        throw TokenizerError("regex pattern \"" + pattern + "\": backtracking limit exceeded");
-      }
+      if (++steps > step_limit) budget_exceeded(step_limit);
       switch (f.kind) {
         case Frame::Kind::Alternative:
           pc = f.pc;
@@ -375,14 +372,18 @@ Regex Regex::compile(std::string_view pattern) {
 const std::string& Regex::pattern() const { return program_->pattern; }
 
 std::optional<RegexMatch> Regex::find(const DecodedText& text, std::size_t from) const {
+  RegexBudget budget = RegexBudget::for_input(from < text.size() ? text.size() - from : 0);
+  return find(text, from, budget);
+}
+
+std::optional<RegexMatch> Regex::find(const DecodedText& text, std::size_t from, RegexBudget& budget) const {
   // Reused across calls so that matching does not allocate.
   thread_local std::vector<Frame> stack;
   stack.clear();
-  uint64_t steps = 0;
-  const uint64_t step_limit = kStepBase + kStepsPerCodePoint * (text.size() - from);
   for (std::size_t start = from; start <= text.size(); ++start) {
+    if (++budget.used > budget.limit) program_->budget_exceeded(budget.limit);
     std::size_t end = 0;
-    if (program_->run(text, 0, start, end, steps, step_limit, stack)) return RegexMatch{start, end};
+    if (program_->run(text, 0, start, end, budget.used, budget.limit, stack)) return RegexMatch{start, end};
   }
   return std::nullopt;
 }

@@ -39,6 +39,20 @@ struct DecodedText {
   std::size_t size() const { return code_points.size(); }
 };
 
+// A guard against catastrophic backtracking: the number of backtracking steps (and start positions
+// tried) one input may cost, summed over every search of every split stage of one encode call. It is
+// proportional to the input, so linear-time patterns (all real tokenizer patterns: a few steps per
+// character) never reach it, while a hostile pattern fails with an error instead of running for minutes.
+inline constexpr uint64_t kRegexStepBase = 10'000'000;
+inline constexpr uint64_t kRegexStepsPerByte = 256;
+
+struct RegexBudget {
+  uint64_t limit;
+  uint64_t used = 0;
+  // The budget of an input of `bytes` bytes: kRegexStepBase + kRegexStepsPerByte * bytes.
+  static RegexBudget for_input(std::size_t bytes) { return RegexBudget{kRegexStepBase + kRegexStepsPerByte * static_cast<uint64_t>(bytes)}; }
+};
+
 struct RegexMatch {
   std::size_t begin;  // code point indices, end exclusive
   std::size_t end;
@@ -53,7 +67,10 @@ class Regex {
   Regex& operator=(Regex&&) noexcept;
   ~Regex();
 
-  // The leftmost match starting at or after `from`, or nullopt.
+  // The leftmost match starting at or after `from`, or nullopt. Throws TokenizerError naming the limit
+  // when the search exceeds `budget` (shared by the searches of one input).
+  std::optional<RegexMatch> find(const DecodedText& text, std::size_t from, RegexBudget& budget) const;
+  // Same with a budget for this search alone (the rest of the text from `from`).
   std::optional<RegexMatch> find(const DecodedText& text, std::size_t from) const;
 
   const std::string& pattern() const;

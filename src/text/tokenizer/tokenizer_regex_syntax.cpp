@@ -97,6 +97,12 @@ class Parser {
   }
 
   int add(Node node) {
+    int depth = 1;
+    for (const int child : node.children) depth = std::max(depth, depths_[static_cast<std::size_t>(child)] + 1);
+    if (depth > kMaxRegexTreeDepth) {
+      fail(pos_, "pattern nested more than " + std::to_string(kMaxRegexTreeDepth) + " levels deep (groups, quantifiers; limit kMaxRegexTreeDepth)");
+    }
+    depths_.push_back(depth);
     tree_.nodes.push_back(std::move(node));
     return static_cast<int>(tree_.nodes.size()) - 1;
   }
@@ -248,6 +254,13 @@ class Parser {
 
   int parse_group() {
     const std::size_t start = pos_;
+    struct Nest {
+      int& depth;
+      ~Nest() { --depth; }
+    } nest{++group_depth_};
+    if (group_depth_ > kMaxRegexGroupNesting) {
+      fail(start, "groups nested more than " + std::to_string(kMaxRegexGroupNesting) + " levels deep (limit kMaxRegexGroupNesting)");
+    }
     ++pos_;  // '('
     const bool saved_fold = fold_;
     int lookahead = 0;  // 1: (?=, -1: (?!
@@ -473,6 +486,8 @@ class Parser {
   std::size_t pos_ = 0;
   bool fold_ = false;
   bool inline_flags_consumed_rest_ = false;
+  int group_depth_ = 0;
+  std::vector<int> depths_;  // tree depth of each node
   Tree tree_;
 };
 

@@ -10,6 +10,11 @@
 namespace qwenrt::text::regex_syntax {
 
 inline constexpr uint32_t kUnbounded = std::numeric_limits<uint32_t>::max();
+// Nesting limits of a pattern (the parser, the compiler and the matcher's lookaheads recurse on it):
+// groups inside groups, and the depth of the syntax tree (groups, quantifiers on quantifiers,
+// alternations). Real split patterns nest 2-3 groups and stay below 10 tree levels.
+inline constexpr int kMaxRegexGroupNesting = 256;
+inline constexpr int kMaxRegexTreeDepth = 1024;
 
 // A set of code points: explicit ranges, plus attribute masks (see code_point_attributes):
 // a character is in the set if it is in a range, has any bit of `any_mask`, or lacks all bits

@@ -2,6 +2,7 @@
 // TokenizerError naming the file and the problem. Uses small synthetic tokenizer files.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "text/tokenizer/tokenizer_byte_level.h"
@@ -207,6 +208,115 @@ TEST_F(TokenizerLoad, BadConfigNamesTheConfigFile) {
   write("tokenizer_config.json", json::object());
   write("generation_config.json", json{{"eos_token_id", 99999}});
   expect_error({"generation_config.json", "eos_token_id 99999 is not a token id"});
+}
+
+}  // namespace
+}  // namespace qwenrt::text
+
+namespace qwenrt::text {
+namespace {
+
+// Hostile tokenizer files (docs/text.md "## Limits"): each was a crash, an "internal error" or a
+// multi-gigabyte allocation before the limits existed.
+
+TEST_F(TokenizerLoad, DeeplyNestedJsonIsRejectedBeforeParsing) {
+  write("tokenizer.json", std::string(30000, '[') + std::string(30000, ']'));
+  expect_error({"tokenizer.json", "nested more than 512 levels", "kMaxJsonDepth"});
+}
+
+TEST_F(TokenizerLoad, DeeplyNestedSequencePreTokenizersAreAnError) {
+  json j = tiny_tokenizer();
+  json p = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  for (int i = 0; i < 100; ++i) p = {{"type", "Sequence"}, {"pretokenizers", json::array({p})}};
+  j["pre_tokenizer"] = p;
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "kMaxPreTokenizerNesting"});
+  // 30,000 levels: stopped by the JSON depth limit first.
+  std::string deep;
+  for (int i = 0; i < 30000; ++i) deep += R"({"type": "Sequence", "pretokenizers": [)";
+  deep += R"({"type": "ByteLevel"})";
+  for (int i = 0; i < 30000; ++i) deep += "]}";
+  j["pre_tokenizer"] = "PLACEHOLDER";
+  std::string text = j.dump();
+  text.replace(text.find("\"PLACEHOLDER\""), 13, deep);
+  write("tokenizer.json", text);
+  expect_error({"tokenizer.json", "kMaxJsonDepth"});
+}
+
+TEST_F(TokenizerLoad, TooManySplitStagesAreAnError) {
+  json j = tiny_tokenizer();
+  json stages = json::array();
+  for (int i = 0; i < 100; ++i) stages.push_back({{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}});
+  stages.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", stages}};
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "kMaxPreTokenizerStages"});
+}
+
+TEST_F(TokenizerLoad, DeeplyNestedSplitRegexIsAnError) {
+  json j = tiny_tokenizer();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = std::string(30000, '(') + "a" + std::string(30000, ')');
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "kMaxRegexGroupNesting"});
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "a" + std::string(30000, '?');
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "kMaxRegexTreeDepth"});
+}
+
+TEST_F(TokenizerLoad, HugeTokenIdsAreAnError) {
+  json j = tiny_tokenizer();
+  j["added_tokens"][0]["id"] = 2147483647;  // overflowed int32 (id + 1) before
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "added token \"<|end|>\"", "2147483647", "kMaxTokenId"});
+  j["added_tokens"][0]["id"] = 500000000;  // 20 s and 15.8 GB before
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "500000000", "kMaxTokenId"});
+  j["added_tokens"][0]["id"] = 10000000;  // below kMaxTokenId but far beyond 264 tokens
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "10000000", "kMaxTokenIdSparsity"});
+  j = tiny_tokenizer();
+  j["model"]["vocab"][alphabet("a")] = 4294967296LL;
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "model.vocab", "4294967296", "kMaxTokenId"});
+  j["model"]["vocab"][alphabet("a")] = -5;
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "negative id"});
+  j["model"]["vocab"][alphabet("a")] = 1.5;
+  write("tokenizer.json", j);
+  expect_error({"tokenizer.json", "non-integer id"});
+}
+
+TEST_F(TokenizerLoad, HostileSplitRegexIsBoundedPerInput) {
+  // Quadratic backtracking: every search scans to the end of the input and back before matching one
+  // character, just under the old per-search budget each time (87 s for 72 KB); now one budget for the
+  // whole encode call.
+  json j = tiny_tokenizer();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "a*b|a";
+  write("tokenizer.json", j);
+  const auto tok = Tokenizer::load(dir_);
+  const std::string input(72 * 1024, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    tok.encode(input);
+    ADD_FAILURE() << "no error";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("backtracking budget"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kRegexStepsPerByte"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+  // Short inputs still encode with the same pattern.
+  EXPECT_FALSE(tok.encode("aaab").empty());
+}
+
+TEST(TokenizerLimits, RealTokenizerStaysWithinTheRegexBudgetOnLongRuns) {
+  // Long runs are where split patterns backtrack most (\s*[\r\n]+, \s+(?!\S)); the per-input budget
+  // must never fail on real patterns.
+  const auto tok = Tokenizer::load(fs::path(QWENRT_SOURCE_DIR) / "tests/data/tokenizer/qwen3");
+  for (const std::string unit : {" ", "a", "1", "\n", " \n", "\t ", "!", "ü", "你", " a", "a1 ", "'s"}) {
+    std::string input;
+    while (input.size() < 300000) input += unit;
+    EXPECT_FALSE(tok.encode(input).empty()) << unit;
+  }
 }
 
 }  // namespace
