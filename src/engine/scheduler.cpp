@@ -201,19 +201,25 @@ void Scheduler::decode(std::vector<std::unique_ptr<Sequence>>& running) {
     step.sequences.push_back({s->slot, {s->output.back()}, {}, {}});
     seqs.push_back(s.get());
   }
-  if (seqs.empty()) return;
+  if (!run_step(step, seqs)) return;
+  for (std::size_t i = 0; i < seqs.size(); ++i) sample(*seqs[i], i);
+}
+
+bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs) {
+  if (seqs.empty()) return false;
   try {
     model_.forward(step, cache_, pool_, out_);
   } catch (const std::exception& e) {
     fail_step(seqs, e);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Scheduler::sample(Sequence& s, std::size_t row) {
   const std::size_t V = static_cast<std::size_t>(model_.config().vocab_size);
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    Sequence& s = *seqs[i];
-    const SampledToken t = s.sampler.sample({out_.logits.data() + i * V, V}, s.request.prompt, s.output);
-    on_token(s, t.id);
-  }
+  const SampledToken t = s.sampler.sample({out_.logits.data() + row * V, V}, s.request.prompt, s.output);
+  on_token(s, t.id);
 }
 
 void Scheduler::window(std::vector<std::unique_ptr<Sequence>>& running) {
@@ -234,20 +240,12 @@ void Scheduler::window(std::vector<std::unique_ptr<Sequence>>& running) {
     seqs.push_back(s.get());
     if (budget <= 0) break;
   }
-  if (seqs.empty()) return;
-  try {
-    model_.forward(step, cache_, pool_, out_);
-  } catch (const std::exception& e) {
-    fail_step(seqs, e);
-    return;
-  }
-  const std::size_t V = static_cast<std::size_t>(model_.config().vocab_size);
+  if (!run_step(step, seqs)) return;
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     s.prefilled += step.sequences[i].tokens.size();
     if (s.prefilled < s.request.prompt.size()) continue;
-    const SampledToken t = s.sampler.sample({out_.logits.data() + i * V, V}, s.request.prompt, s.output);
-    on_token(s, t.id);
+    sample(s, i);
   }
 }
 

@@ -130,6 +130,10 @@ class Scheduler {
   void window(std::vector<std::unique_ptr<Sequence>>& running);
   void on_token(Sequence& seq, int32_t token);
   void finish(Sequence& seq, FinishReason reason, OutputDelta delta = {}, const std::string& error = {});
+  // Runs a step of `seqs` into out_ (false, with each failed, when it throws or is empty).
+  bool run_step(const Step& step, const std::vector<Sequence*>& seqs);
+  // Samples sequence `s`'s next token from row `row` of out_'s logits.
+  void sample(Sequence& s, std::size_t row);
   void fail_step(const std::vector<Sequence*>& seqs, const std::exception& e);
 
   const Qwen35Model& model_;

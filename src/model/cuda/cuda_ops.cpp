@@ -21,9 +21,6 @@ using bf16 = __nv_bfloat16;
 
 namespace {
 
-// Rows up to which products stream the weights (skinny_gemm) rather than go through cuBLAS.
-constexpr int64_t kSkinnyRows = 8;
-
 // Profiler name suffixes: which product kernel ran a part.
 constexpr const char* kSkinny = " (skinny)";
 constexpr const char* kSkinnyNormed = " (skinny, normed)";
@@ -117,7 +114,7 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
     xb = conv;
   }
   const int64_t ldx = x.type == ActType::BF16 ? x.ld : k;
-  if (n <= kSkinnyRows) {
+  if (n <= kDecodeRows) {
     // Decode rows: one weight-streaming launch for all targets.
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinny);
     std::vector<cuda::GemmSegment> segs;
@@ -205,7 +202,7 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
     return out;
   }
   const Act xn = rms_norm(Part::Norm, h, w);
-  if (T <= kSkinnyRows) {
+  if (T <= kDecodeRows) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinny);
     cuda::skinny_gemm_swiglu(xn.as<bf16>(), T, H, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
                              c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));

@@ -10,9 +10,6 @@
 namespace qwenrt {
 namespace {
 
-// Rows up to which decode steps replay captured graphs (and products stream the weights).
-constexpr int64_t kGraphRows = 8;
-
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p *= 2;
@@ -56,9 +53,9 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
     shape.max_blocks_per_seq = std::max(shape.max_blocks_per_seq, static_cast<int>(cache.block_table(sp.slot).size()));
     shape.max_len = std::max(shape.max_len, sp.start_position + sp.rows);
   }
-  // Decode steps of up to kGraphRows rows replay a captured graph. Everything a graph bakes in must
+  // Decode steps of up to kDecodeRows rows replay a captured graph. Everything a graph bakes in must
   // then repeat from step to step: the length bound and table stride go up in powers of two.
-  shape.graphable = graphs && lay.phase == Phase::Decode && !step.all_logits && !step.hidden && !lay.given_embeddings && T <= kGraphRows;
+  shape.graphable = graphs && lay.phase == Phase::Decode && !step.all_logits && !step.hidden && !lay.given_embeddings && T <= kDecodeRows;
   if (shape.graphable) {
     shape.max_len = std::max<int64_t>(64, next_pow2(shape.max_len));
     shape.max_blocks_per_seq = std::max(shape.max_blocks_per_seq, static_cast<int>((shape.max_len + shape.block_size - 1) / shape.block_size));

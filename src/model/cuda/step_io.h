@@ -15,6 +15,10 @@
 
 namespace qwenrt {
 
+// Rows up to which decode steps replay captured graphs and products stream the weights (skinny
+// GEMM) rather than go through cuBLAS.
+constexpr int64_t kDecodeRows = 8;
+
 struct StepIo {
   cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them
   cudaEvent_t done = nullptr;                // the step is done with them (its picks are there)
