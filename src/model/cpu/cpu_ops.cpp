@@ -9,6 +9,7 @@
 #include "model/cpu/attention.h"
 #include "model/cpu/deltanet.h"
 #include "model/cpu/feed_forward.h"
+#include "model/non_finite.h"
 
 namespace qwenrt {
 
@@ -82,19 +83,9 @@ void CpuOps::require_finite(const Act& x, const char* what) const {
     bool finite = true;
     for (int64_t c = 0; c < x.cols; ++c) finite &= std::isfinite(row[c]);
     if (finite) continue;
-    // Which sequence and position the row is (rows of the head are the wanted rows, in order).
+    // Rows of the head are the wanted rows, in order.
     const int64_t step_row = x.rows == ctx_.layout.total_rows ? r : ctx_.layout.logit_rows[static_cast<std::size_t>(r)];
-    int slot = -1;
-    int64_t position = -1;
-    for (const auto& sp : ctx_.layout.spans)
-      if (step_row >= sp.first_row && step_row < sp.first_row + sp.rows) slot = sp.slot, position = sp.start_position + step_row - sp.first_row;
-    const std::string where =
-        layer_ >= 0
-            ? "layer " + std::to_string(layer_) + " (" +
-                  (ctx_.config.layer_types[static_cast<std::size_t>(layer_)] == LayerKind::FullAttention ? "gated attention" : "Gated DeltaNet") + ")"
-            : std::string(what);
-    fail("the forward pass produced non-finite values in ", where, " (", what, ", sequence slot ", slot, ", position ", position,
-         "); the checkpoint may hold NaN or Inf weights: `qwenrt info --check` scans them");
+    fail_non_finite(ctx_.config, ctx_.layout, layer_, what, step_row);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -17,6 +18,8 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "model/cuda/cuda_weights.h"
+#include "model/cuda/health_site.h"
+#include "model/non_finite.h"
 
 namespace qwenrt {
 
@@ -90,14 +93,31 @@ void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& ca
   const GraphOutputs g = enqueue_step(step, lay, cache, graph, free_entry(), false);
   const std::size_t nl = static_cast<std::size_t>(g.logits.rows * g.logits.cols);
   const std::size_t nh = step.hidden ? static_cast<std::size_t>(g.hidden.rows * g.hidden.cols) : 0;
-  // Logits (f32) then the hidden rows (bf16 on the GPU) in one pinned buffer, one wait.
-  std::byte* host = logits_host_.get<std::byte>(nl * sizeof(float) + nh * sizeof(uint16_t));
+  // Logits (f32), the hidden rows (bf16 on the GPU) and the step's health word in one pinned
+  // buffer, one wait.
+  const std::size_t at_health = (nl * sizeof(float) + nh * sizeof(uint16_t) + 7) / 8 * 8;
+  std::byte* host = logits_host_.get<std::byte>(at_health + sizeof(unsigned long long));
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(host, g.logits.data, nl * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   if (nh) QWENRT_CUDA_CHECK(cudaMemcpyAsync(host + nl * sizeof(float), g.hidden.data, nh * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_));
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(host + at_health, step_health_, sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream_));
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   profiler_.collect();
+  unsigned long long health;
+  std::memcpy(&health, host + at_health, sizeof health);
+  check_step_health(health, config_, lay);
   out.logits.resize(nl);
-  std::memcpy(out.logits.data(), host, nl * sizeof(float));
+  // The norms saw the residual stream; a non-finite head (its weights) shows only in the logits,
+  // checked while they are copied (an all-ones exponent is NaN or ±Inf; integer ORs vectorise).
+  const auto* logits = reinterpret_cast<const float*>(host);
+  const auto* bits = reinterpret_cast<const uint32_t*>(host);
+  uint32_t non_finite = 0;
+  for (std::size_t i = 0; i < nl; ++i) {
+    out.logits[i] = logits[i];
+    non_finite |= static_cast<uint32_t>((~bits[i] & 0x7f800000u) == 0);
+  }
+  if (non_finite)
+    for (std::size_t i = 0; i < nl; ++i)
+      if (!std::isfinite(logits[i])) fail_non_finite(config_, lay, -1, "head", lay.logit_rows[i / static_cast<std::size_t>(g.logits.cols)]);
   out.hidden.resize(nh);
   const auto* hb = reinterpret_cast<const uint16_t*>(host + nl * sizeof(float));
   for (std::size_t i = 0; i < nh; ++i) out.hidden[i] = bf16_to_f32(hb[i]);
@@ -106,6 +126,7 @@ void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& ca
 int CudaForward::enqueue_argmax(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph) {
   StepIo& io = free_entry();
   enqueue_step(step, lay, cache, graph, io, true);  // its picks land in io.picks_host
+  io.layout = lay;                                  // what a failing step's error names
   io.rows = static_cast<int64_t>(lay.logit_rows.size());
   io.busy = true;
   return static_cast<int>(&io - io_.data());
@@ -116,12 +137,20 @@ void CudaForward::wait_argmax(int entry, std::vector<int32_t>& tokens) {
     fail("internal: no enqueued step in entry ", entry);
   StepIo& io = io_[static_cast<std::size_t>(entry)];
   QWENRT_CUDA_CHECK(cudaEventSynchronize(io.done));
-  const int32_t* host = io.picks_host.get<int32_t>(static_cast<std::size_t>(io.rows));
-  tokens.assign(host, host + io.rows);
+  const std::byte* host = io.picks_host.get<std::byte>(health_offset(io.rows) + static_cast<std::size_t>(io.rows) * sizeof(unsigned long long));
+  const auto* picks = reinterpret_cast<const int32_t*>(host);
+  tokens.assign(picks, picks + io.rows);
+  unsigned long long health = cuda::kStepHealthy;
+  for (int64_t r = 0; r < io.rows; ++r) {
+    unsigned long long h;
+    std::memcpy(&h, host + health_offset(io.rows) + static_cast<std::size_t>(r) * sizeof h, sizeof h);
+    health = std::min(health, h);
+  }
   io.busy = false;
   bool any_busy = false;
   for (const StepIo& e : io_) any_busy |= e.busy;
   if (!any_busy) profiler_.collect();  // its events are all complete only then
+  check_step_health(health, config_, io.layout);
 }
 
 GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax) {
@@ -132,6 +161,7 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   CudaCacheState& cs = CudaCacheState::of(cache, config_);
   StepShape shape;
   const StepRows rows = pack_step(step, lay, cache, use_graphs_, argmax, shape, io_, io, *scratch_, stream_);
+  step_health_ = rows.health;
   // A sequence starting afresh starts from zero state, whatever the slot held before.
   for (const auto& sp : lay.spans)
     if (sp.start_position == 0 && cs.slot_floats > 0)
@@ -160,7 +190,7 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
       const int64_t R = out.logits.rows, V = out.logits.cols;
       const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, V);
       cuda::argmax_rows(out.logits.as<float>(), out.logits.ld, R, V, rows.picks, stream_, scratch_->argmax.get<std::byte>(ws_bytes), ws_bytes,
-                        rows.picks_mirror);
+                        rows.picks_mirror, {rows.health, head_site(config_), rows.health_mirror});
     }
     return out;
   };

@@ -55,7 +55,8 @@ class CudaForward final : public DeviceForward {
   std::unique_ptr<cuda::LaunchTrace> launch_trace_;
   std::array<StepIo, 2> io_;
   int io_turn_ = 0;
-  cuda::PinnedBuffer logits_host_;  // what a logits step sends back
+  cuda::PinnedBuffer logits_host_;                   // what a logits step sends back
+  const unsigned long long* step_health_ = nullptr;  // the last enqueued step's health word (device)
 };
 
 }  // namespace qwenrt

@@ -2,6 +2,8 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "backend/cuda/attention/attention_decode.h"
 #include "backend/cuda/attention/attention_prefill.h"
 #include "backend/cuda/attention/attention_prepare.h"
@@ -14,6 +16,7 @@
 #include "backend/cuda/rows/swiglu_rows.h"
 #include "backend/cuda/rows/to_bf16_rows.h"
 #include "core/error.h"
+#include "model/cuda/health_site.h"
 
 namespace qwenrt {
 
@@ -49,6 +52,12 @@ struct CudaOps::Target {
   bool accumulate = false;
 };
 
+cuda::NonFiniteProbe CudaOps::norm_probe() {
+  // Each layer normalises the stream twice (before its mixer, before its MLP): health_site.h.
+  const int sub = std::min(norms_in_layer_++, 1);
+  return {c_.rows.health, layer_ < 0 ? final_norm_site(c_.config) : static_cast<uint32_t>(2 * layer_ + sub)};
+}
+
 bool CudaOps::fused_norm(int64_t T) const {
   // Every block of the fused launch reads the rows it normalises: worth it for one or two rows, a
   // loss beyond (measured on the H200: 27B decode +2% at batch 1, even at 2, -31% at 4, -40% at 8).
@@ -79,7 +88,7 @@ Act CudaOps::rms_norm(Part part, const Act& x, const ParamVector& w) {
   const int64_t T = x.rows, H = x.cols;
   bf16* y = c_.scratch.part<bf16>(part, static_cast<std::size_t>(T * H));
   const cuda::StreamProfiler::Scope scope(c_.profiler, "rms norm", c_.stream);
-  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), y, H, T, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream);
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), y, H, T, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream, nullptr, norm_probe());
   return {y, ActType::BF16, T, H, H};
 }
 
@@ -164,7 +173,7 @@ std::vector<Act> CudaOps::norm_matmul(Part part, const Act& h, const ParamVector
   std::vector<cuda::GemmSegment> segs;
   std::size_t i = 0;
   for (const Weight* wt : weights) segs.push_back({device_bf16(*wt), wt->rows, out[i].as<float>(), out[i].ld, false}), ++i;
-  const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps)};
+  const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe()};
   cuda::skinny_gemm(x, T, H, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
   return out;
 }
@@ -196,7 +205,7 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
   if (fused_norm(T)) {
     // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinnyNormed);
-    const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps)};
+    const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe()};
     cuda::skinny_gemm_swiglu(x, T, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
                              c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
     return out;
@@ -309,7 +318,8 @@ Act CudaOps::moe(const MoeWeights&, const Act&) {
 Act CudaOps::norm_logit_rows(const Act& x, const ParamVector& w) {
   const int64_t R = static_cast<int64_t>(c_.layout.logit_rows.size()), H = x.cols;
   bf16* xf = c_.scratch.part<bf16>(Part::FinalNorm, static_cast<std::size_t>(R * H));
-  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), xf, H, R, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream, c_.rows.logit_rows);
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), xf, H, R, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream, c_.rows.logit_rows,
+                      {c_.rows.health, final_norm_site(c_.config)});
   return {xf, ActType::BF16, R, H, H};
 }
 

@@ -60,6 +60,11 @@ class CudaOps final : public Ops {
   void matmul_add(Part part, const Act& x, const Weight& w, Act& h) override;
   Act norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up) override;
 
+  void begin_layer(int layer) override {
+    layer_ = layer;
+    norms_in_layer_ = 0;
+  }
+
  private:
   struct Target;
   // Outputs of a product of `part`: side by side in one row for the in_proj and gate/up parts
@@ -67,7 +72,11 @@ class CudaOps final : public Ops {
   std::vector<Act> outputs(Part part, int64_t rows, std::initializer_list<const Weight*> weights);
   void product(Part part, const Act& x, const std::vector<Target>& targets);
   bool fused_norm(int64_t rows) const;
+  // Where the next norm reports non-finite rows (the step's health word, this norm's site).
+  cuda::NonFiniteProbe norm_probe();
   const CudaStepContext& c_;
+  int layer_ = -1;  // the layer running (-1: before the first)
+  int norms_in_layer_ = 0;
 };
 
 }  // namespace qwenrt

@@ -82,6 +82,7 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   }
   span_first.push_back(static_cast<int32_t>(T));
   std::vector<int32_t> logit_rows(lay.logit_rows.begin(), lay.logit_rows.end());
+  const std::vector<unsigned long long> health{cuda::kStepHealthy};  // copied in each step: the reset
   const int64_t R = static_cast<int64_t>(logit_rows.size());
 
   // The offsets follow from the row count, the span count and the table stride, which a graph's key
@@ -89,14 +90,14 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   MetadataPacker packer;
   const std::size_t at_tokens = packer.add(tokens), at_from = packer.add(from), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
                     at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first), at_tables = packer.add(tables),
-                    at_logit_rows = packer.add(logit_rows);
+                    at_logit_rows = packer.add(logit_rows), at_health = packer.add(health);
   auto grow = [](cuda::PinnedBuffer& buf, std::size_t bytes) {
     const void* before = buf.get<std::byte>(0);
     if (buf.get<std::byte>(bytes) != before) bump_memory_epoch();
   };
   for (StepIo& e : entries) {
     grow(e.meta_host, packer.bytes());
-    grow(e.picks_host, static_cast<std::size_t>(R) * sizeof(int32_t));
+    grow(e.picks_host, health_offset(R) + static_cast<std::size_t>(R) * sizeof(unsigned long long));
   }
   packer.pack(io.meta_host.get<std::byte>(packer.bytes()));
   std::byte* meta = scratch.meta.get<std::byte>(packer.bytes());
@@ -116,6 +117,8 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   rows.meta_dst = meta;
   rows.meta_bytes = packer.bytes();
   rows.picks_mirror = argmax ? io.picks_host.device_view<int32_t>() : nullptr;
+  rows.health = reinterpret_cast<unsigned long long*>(meta + at_health);
+  rows.health_mirror = argmax ? reinterpret_cast<unsigned long long*>(io.picks_host.device_view<std::byte>() + health_offset(R)) : nullptr;
   return rows;
 }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 
+#include "backend/cuda/ptx/non_finite_probe.h"
 #include "backend/cuda/runtime/pinned_buffer.h"
 #include "cache/model_cache.h"
 #include "model/cuda/scratch_arena.h"
@@ -20,9 +21,10 @@ namespace qwenrt {
 constexpr int64_t kDecodeRows = 8;
 
 struct StepIo {
-  cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them
+  cuda::PinnedBuffer meta_host, picks_host;  // mapped: the step's kernels read and write them (picks, then row healths)
   cudaEvent_t done = nullptr;                // the step is done with them (its picks are there)
   int64_t rows = 0;                          // picked rows
+  RowLayout layout;                          // its rows, for the error of a step that went non-finite
   bool busy = false;                         // enqueued and not yet waited for
 };
 
@@ -36,7 +38,14 @@ struct StepRows {
   std::byte* meta_dst;
   std::size_t meta_bytes;
   int32_t* picks_mirror;  // mapped pinned memory the argmax writes too (argmax steps), else null
+  // The step's health word (non_finite_probe.h), reset with the metadata by the first kernel, and
+  // (argmax steps) each wanted row's health beside the picks in mapped pinned memory.
+  unsigned long long* health;
+  unsigned long long* health_mirror;
 };
+
+// Where an argmax step's row healths sit in StepIo::picks_host, after its `rows` picks.
+inline std::size_t health_offset(int64_t rows) { return (static_cast<std::size_t>(rows) * sizeof(int32_t) + 7) / 8 * 8; }
 
 // What a step's kernels and its graph key depend on beyond its row count.
 struct StepShape {

@@ -50,7 +50,10 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
     if (lane == 0) square_sums[warp][r] = ss;
   }
   __syncthreads();
-  if (threadIdx.x < n) scale[threadIdx.x] = rms_scale<kWarps>(&square_sums[0][threadIdx.x], kSkinnyGemmMaxNormedRows, k, nr.eps);
+  if (threadIdx.x < n) {
+    scale[threadIdx.x] = rms_scale<kWarps>(&square_sums[0][threadIdx.x], kSkinnyGemmMaxNormedRows, k, nr.eps);
+    if (!(scale[threadIdx.x] > 0.0f)) report_non_finite(nr.probe, threadIdx.x);  // 0 for an infinite sum, NaN for NaN
+  }
   __syncthreads();
   for (int r = 0; r < n; ++r) {
     const float* hr = nr.h + r * nr.ldh;

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/cuda/ptx/non_finite_probe.h"
+
 namespace qwenrt::cuda {
 
 constexpr int64_t kSkinnyGemmMaxRows = 64;
@@ -35,6 +37,7 @@ struct SkinnyNormedRows {
   int64_t ldh = 0;
   const float* w = nullptr;
   float eps = 0;
+  NonFiniteProbe probe;  // where a row whose sum of squares is not finite is reported
 };
 constexpr int64_t kSkinnyGemmMaxNormedRows = 8;
 constexpr int64_t kSkinnyGemmMaxNormedK = 10240;  // the rows' bf16 copy lives in shared memory

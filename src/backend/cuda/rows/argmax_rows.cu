@@ -1,5 +1,5 @@
 // argmax_rows: each row's first largest column (NaN as −∞), by one block per row or, with a
-// workspace, many blocks per row and a pick of their candidates (argmax_rows.h).
+// workspace, many blocks per row and a pick of their candidates, and each row's health (argmax_rows.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -43,43 +43,63 @@ __device__ __forceinline__ void block_argmax(float& v, int32_t& i) {
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
 }
 
-__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, int32_t* mirror, float2* candidates) {
+// A row's health for ArgmaxHealth: the step's word, or the head's site if the row is not finite.
+__device__ __forceinline__ void write_health(const ArgmaxHealth& h, int64_t row, bool bad) {
+  if (!h.mirror) return;
+  const unsigned long long head = (static_cast<unsigned long long>(h.head_site) << 32) | static_cast<uint32_t>(row);
+  const unsigned long long before = h.step_word ? *h.step_word : kStepHealthy;
+  h.mirror[row] = bad && head < before ? head : before;
+}
+
+__global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_t span, int32_t* out, int32_t* mirror, float2* candidates,
+                              ArgmaxHealth health) {
   chained_kernel_start();
   const int64_t row = blockIdx.y, c0 = blockIdx.x * span, c1 = min(width, c0 + span);
   const float* xr = x + row * ldx;
   float v = -INFINITY;
   int32_t i = INT32_MAX;
+  bool bad = false;
 #pragma unroll 4  // several loads in flight (same comparisons, same order)
   for (int64_t c = c0 + threadIdx.x; c < c1; c += kRowThreads) {
     const float xc = xr[c];
+    bad |= !isfinite(xc);
     if (xc > v || i == INT32_MAX) {  // NaN is never larger; a thread's first column seeds it
       v = xc != xc ? -INFINITY : xc;
       i = static_cast<int32_t>(c);
     }
   }
+  bad = __syncthreads_or(bad);
   block_argmax(v, i);
   if (threadIdx.x != 0) return;
   if (gridDim.x == 1) {
     out[row] = i;
     if (mirror) mirror[row] = i;
-  } else candidates[row * gridDim.x + blockIdx.x] = make_float2(v, __int_as_float(i));
+    write_health(health, row, bad);
+  } else {
+    // A part with a non-finite value hands on NaN, which never wins the pick but marks the row.
+    candidates[row * gridDim.x + blockIdx.x] = make_float2(bad ? NAN : v, __int_as_float(i));
+  }
 }
 
 // One warp per row: the best of the row's part candidates (parts of an empty range hold INT32_MAX,
 // never better than a real column).
-__global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t* out, int32_t* mirror) {
+__global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t* out, int32_t* mirror, ArgmaxHealth health) {
   chained_kernel_start();
   const int lane = threadIdx.x;
   float v = -INFINITY;
   int32_t i = INT32_MAX;
+  bool bad = false;
   for (int p = lane; p < parts; p += 32) {
     const float2 c = candidates[static_cast<int64_t>(blockIdx.x) * parts + p];
+    bad |= c.x != c.x;
     keep_better(v, i, c.x, __float_as_int(c.y));
   }
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+  bad = __any_sync(0xffffffffu, bad);
   if (lane != 0) return;
   out[blockIdx.x] = i;
   if (mirror) mirror[blockIdx.x] = i;
+  write_health(health, blockIdx.x, bad);
 }
 
 int argmax_parts(int64_t width) { return static_cast<int>(std::clamp<int64_t>(width / kArgmaxMinSpan, 1, kArgmaxParts)); }
@@ -92,7 +112,7 @@ std::size_t argmax_workspace_bytes(int64_t rows, int64_t width) {
 }
 
 void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32_t* out, cudaStream_t stream, void* workspace,
-                 std::size_t workspace_bytes, int32_t* mirror) {
+                 std::size_t workspace_bytes, int32_t* mirror, const ArgmaxHealth& health) {
   check_rows(rows, "argmax_rows");
   if (width < 1 || width > (1ll << 31) - 1 || ldx < width) fail("argmax_rows: width ", width, " must be 1 to 2^31-1 and at most ldx ", ldx);
   if (rows > kMaxGridY) fail("argmax_rows: ", rows, " rows; it takes up to ", kMaxGridY);
@@ -103,11 +123,11 @@ void argmax_rows(const float* x, int64_t ldx, int64_t rows, int64_t width, int32
   const int64_t span = (width + parts - 1) / parts;
   auto* candidates = static_cast<float2*>(workspace);
   launch_chained(argmax_kernel, dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, width, span,
-                 out, mirror, candidates);
+                 out, mirror, candidates, health);
   QWENRT_CUDA_CHECK_LAUNCH();
   if (parts == 1) return;
   launch_chained(argmax_pick_kernel, dim3(static_cast<unsigned>(rows)), dim3(32), 0, stream, static_cast<const float2*>(candidates), parts, out,
-                 mirror);
+                 mirror, health);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

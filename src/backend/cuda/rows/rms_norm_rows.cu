@@ -28,13 +28,14 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width, float eps,
-                                const int32_t* row_index) {
+                                const int32_t* row_index, NonFiniteProbe probe) {
   chained_kernel_start();
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
   const float* xr = x + src_row * ldx;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < width; i += kRowThreads) ss += xr[i] * xr[i];
   const float scale = rsqrtf(block_sum(ss) / static_cast<float>(width) + eps);
+  if (threadIdx.x == 0 && !(scale > 0.0f)) report_non_finite(probe, src_row);  // 0 for an infinite sum, NaN for NaN
   __nv_bfloat16* yr = y + static_cast<int64_t>(blockIdx.x) * ldy;
   for (int64_t i = threadIdx.x; i < width; i += kRowThreads) yr[i] = __float2bfloat16_rn(xr[i] * scale * w[i]);
 }
@@ -44,8 +45,8 @@ __global__ void rms_norm_kernel(const float* x, int64_t ldx, const float* w, __n
 // themselves (row_norm.cuh), so fused and separate norms give the same bits. (The scalar kernel
 // above moved a prompt's rows at ~45% of copy bandwidth.)
 constexpr int kNormThreads = 256;
-__global__ void __launch_bounds__(kNormThreads)
-    rms_norm4_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t width, float eps, const int32_t* row_index) {
+__global__ void __launch_bounds__(kNormThreads) rms_norm4_kernel(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy,
+                                                                 int64_t width, float eps, const int32_t* row_index, NonFiniteProbe probe) {
   __shared__ float warp_sums[kNormThreads / 32];
   chained_kernel_start();
   const int64_t src_row = row_index ? row_index[blockIdx.x] : blockIdx.x;
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(kNormThreads)
   if (lane == 0) warp_sums[warp] = ss;
   __syncthreads();
   const float scale = rms_scale<kNormThreads / 32>(warp_sums, 1, width, eps);
+  if (threadIdx.x == 0 && !(scale > 0.0f)) report_non_finite(probe, src_row);  // 0 for an infinite sum, NaN for NaN
   __nv_bfloat16* yr = y + static_cast<int64_t>(blockIdx.x) * ldy;
   for (int64_t i = 4 * static_cast<int64_t>(threadIdx.x); i < width; i += 4 * kNormThreads)
     *reinterpret_cast<uint2*>(yr + i) =
@@ -64,14 +66,16 @@ __global__ void __launch_bounds__(kNormThreads)
 }  // namespace
 
 void rms_norm_rows(const float* x, int64_t ldx, const float* w, __nv_bfloat16* y, int64_t ldy, int64_t rows, int64_t width, float eps,
-                   cudaStream_t stream, const int32_t* row_index) {
+                   cudaStream_t stream, const int32_t* row_index, const NonFiniteProbe& probe) {
   check_rows(rows, "rms_norm_rows");
   if (rows == 0) return;
   const bool vector = width % 4 == 0 && ldx % 4 == 0 && ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(y) % 8 == 0;
   if (vector)
-    launch_chained(rms_norm4_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
-  else launch_chained(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index);
+    launch_chained(rms_norm4_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index,
+                   probe);
+  else
+    launch_chained(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream, x, ldx, w, y, ldy, width, eps, row_index, probe);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
