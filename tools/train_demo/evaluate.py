@@ -65,8 +65,8 @@ def main() -> None:
     for folder in args.model:
         r = score(folder, docs, args.max_tokens)
         print(f"{folder}: ppl {r['ppl']:.2f} ({r['tokens']} tokens), {r['bits_per_byte']:.4f} bits/byte, "
-              f"reply ppl {r['reply_ppl']:.2f}, MTP accept {100 * r['mtp_accept']:.1f}% (replies {100 * r['mtp_accept_reply']:.1f}%)",
-              flush=True)
+              f"reply ppl {r['reply_ppl'] or float('nan'):.2f}, MTP accept {100 * r['mtp_accept']:.1f}% "
+              f"(replies {100 * (r['mtp_accept_reply'] or float('nan')):.1f}%)", flush=True)
         results.append(r)
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")

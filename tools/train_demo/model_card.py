@@ -6,7 +6,7 @@ Usage:
 
 Reads the folder's config.json and greedy_reference.json and the record's metrics.json,
 data.json, eval.json, and where present parity.json, cpu_bench.json, run_default.json,
-gpu_check.json and samples.md. Every number in the card comes from those files; a measurement
+gpu_check.json, loops.json and samples.md. Every number in the card comes from those files; a measurement
 whose file is missing is written as "not measured yet" with the command that makes it.
 """
 
@@ -19,6 +19,10 @@ import platform
 from pathlib import Path
 
 MTP_GOAL = 0.60
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def load(path: Path):
@@ -60,11 +64,11 @@ def card(model: Path, record: Path) -> str:
         out.append(f"| `greedy_reference.json` | {len(ref['greedy_ids'])} greedy tokens of transformers in float64 for "
                    f"`{ref['prompt_text']!r}`, smallest top-1 − top-2 margin {ref['min_margin']}: the engine tests' reference |")
     out += ["", "## Architecture", "", "| | |", "|---|---|",
-            f"| layers | {cfg['num_hidden_layers']}: Gated DeltaNet : gated attention = 3 : 1 ({n_attn} attention layers) |",
+            f"| layers | {cfg['num_hidden_layers']}: Gated DeltaNet : gated attention = 3 : 1 ({plural(n_attn, 'attention layer')}) |",
             f"| hidden size / MLP | {cfg['hidden_size']} / SwiGLU {cfg['intermediate_size']} |",
-            f"| gated attention | {cfg['num_attention_heads']} query heads, {cfg['num_key_value_heads']} KV heads, head dim {cfg['head_dim']}, "
+            f"| gated attention | {plural(cfg['num_attention_heads'], 'query head')}, {plural(cfg['num_key_value_heads'], 'KV head')}, head dim {cfg['head_dim']}, "
             f"RoPE on {int(cfg['head_dim'] * cfg['rope_parameters']['partial_rotary_factor'])} dims, θ = {cfg['rope_parameters']['rope_theta']:.0e} |",
-            f"| Gated DeltaNet | {cfg['linear_num_key_heads']} key heads < {cfg['linear_num_value_heads']} value heads, key/value head dim "
+            f"| Gated DeltaNet | {plural(cfg['linear_num_key_heads'], 'key head')} < {plural(cfg['linear_num_value_heads'], 'value head')}, key/value head dim "
             f"{cfg['linear_key_head_dim']}/{cfg['linear_value_head_dim']}, conv kernel {cfg['linear_conv_kernel_dim']} |",
             f"| embeddings | {cfg['vocab_size']:,} × {cfg['hidden_size']}, tied with the output head |",
             f"| parameters | **{metrics['parameters']:,}** (MTP block included) |", "",
@@ -83,14 +87,16 @@ def card(model: Path, record: Path) -> str:
             "## Evaluation (held-back test documents)", ""]
     if evals:
         out += ["Each model scores the same test documents with its own tokenizer, float32 arithmetic on the weights as "
-                "stored (`tools/train_demo/evaluate.py`). Perplexities are per own token; bits per byte compares models "
-                "with different tokenizers. MTP acceptance is teacher-forced: how often the MTP head's top token for t+2 "
+                "stored (`tools/train_demo/evaluate.py`), in 1,024-token windows (the tail shorter than a window is left "
+                "out). Perplexities are per own token; bits per byte compares models with different tokenizers. MTP acceptance is teacher-forced: how often the MTP head's top token for t+2 "
                 f"equals the main head's top token at t+1 (goal ≥ {MTP_GOAL:.0%}).", "",
                 "| model | tokens | perplexity | bits per byte | reply perplexity | MTP acceptance (replies) |", "|---|---|---|---|---|---|"]
         for e in evals:
             goal = "" if e is not evals[0] else (" ✓" if e["mtp_accept"] >= MTP_GOAL else " (below the goal)")
+            reply_ppl = "–" if e["reply_ppl"] is None else f"{e['reply_ppl']:.2f}"
+            reply_accept = "–" if e["mtp_accept_reply"] is None else f"{100 * e['mtp_accept_reply']:.1f}%"
             out.append(f"| `{Path(e['model']).name}` | {e['tokens']:,} | {e['ppl']:.2f} | {e['bits_per_byte']:.3f} | "
-                       f"{e['reply_ppl']:.2f} | {100 * e['mtp_accept']:.1f}%{goal} ({100 * e['mtp_accept_reply']:.1f}%) |")
+                       f"{reply_ppl} | {100 * e['mtp_accept']:.1f}%{goal} ({reply_accept}) |")
         by = evals[0].get("ppl_by_source", {})
         toks = evals[0].get("tokens_by_source", {})
         out += ["", "Perplexity of this model by source: " + ", ".join(f"{s} {p:.1f} ({toks.get(s, 0):,})" for s, p in by.items()) + "."]
@@ -121,6 +127,18 @@ def card(model: Path, record: Path) -> str:
         out += [f"`qwenrt run -p {run_prompt(record)!r} --seed 1` (thinking on, as the template defaults; sampling from "
                 "generation_config.json). Reasoning (stderr):", "", "```text", run["reasoning"].strip(), "```", "", "Answer (stdout):",
                 "", "```text", run["text"].strip(), "```"]
+    else:
+        out.append(f"{todo} (`finalize.py --qwenrt BIN`).")
+    loops = load(record / "loops.json")
+    out += ["", "## Greedy decoding: loops and closed reasoning", ""]
+    if loops:
+        out += [f"`tools/train_demo/loop_check.py`: greedy decoding by qwenrt, up to 200 tokens, of each sample question "
+                "with and without thinking; a loop is a period of at most 16 tokens repeated 4 times at the end.", "",
+                "| question | thinking | tokens | short loop | think block closed |", "|---|---|---|---|---|"]
+        for r in loops:
+            out.append(f"| {r['question']} | {'yes' if r['thinking'] else 'no'} | {r['tokens']} | "
+                       f"{'period ' + str(r['loop_period']) if r['loop_period'] else 'none'} | "
+                       f"{'' if r['closes_think'] is None else ('yes' if r['closes_think'] else 'no')} |")
     else:
         out.append(f"{todo} (`finalize.py --qwenrt BIN`).")
     samples = record / "samples.md"

@@ -178,7 +178,7 @@ def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply
         sums["nll"] += nll.double().sum().item()
         sums["n"] += nll.numel()
         if split.token_bytes is not None:
-            sums["bytes"] += split.token_bytes[window[:, 1:]].sum().item()
+            sums["bytes"] += split.token_bytes.to(window.device)[window[:, 1:]].sum().item()
         sums["w_nll"] += (nll * w).double().sum().item()
         sums["w"] += w.double().sum().item()
         sums["r_nll"] += nll[reply].double().sum().item()
@@ -199,16 +199,18 @@ def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply
     result = {
         "tokens": int(sums["n"]), "loss": div("nll", "n"), "ppl": math.exp(div("nll", "n")), "top1": div("top1", "n"),
         "objective": div("w_nll", "w"),
-        "reply_tokens": int(sums["r_n"]), "reply_loss": div("r_nll", "r_n"), "reply_ppl": math.exp(div("r_nll", "r_n")),
+        "reply_tokens": int(sums["r_n"]), "reply_loss": div("r_nll", "r_n") if sums["r_n"] else None,
+        "reply_ppl": math.exp(div("r_nll", "r_n")) if sums["r_n"] else None,
         "mtp_loss": div("mtp_nll", "mtp_n"), "mtp_ppl": math.exp(div("mtp_nll", "mtp_n")), "mtp_top1": div("mtp_top1", "mtp_n"),
-        "mtp_accept": div("mtp_accept", "mtp_n"), "mtp_accept_reply": div("r_accept", "r_mtp_n"),
+        "mtp_accept": div("mtp_accept", "mtp_n"), "mtp_accept_reply": div("r_accept", "r_mtp_n") if sums["r_mtp_n"] else None,
     }
     if split.token_bytes is not None:
         result["bytes"] = int(sums["bytes"])
         result["bits_per_byte"] = sums["nll"] / math.log(2) / max(sums["bytes"], 1)
     if split.token_source is not None:
-        result["ppl_by_source"] = dict(zip(split.sources, (src_nll / src_n.clamp(min=1)).exp().tolist()))
-        result["tokens_by_source"] = dict(zip(split.sources, src_n.long().tolist()))
+        scored = [i for i in range(len(split.sources)) if src_n[i] > 0]   # a prefix may leave sources out
+        result["ppl_by_source"] = {split.sources[i]: math.exp(src_nll[i] / src_n[i]) for i in scored}
+        result["tokens_by_source"] = {split.sources[i]: int(src_n[i]) for i in scored}
     return result
 
 
@@ -356,7 +358,7 @@ def main() -> None:
                 stale = 0
             else:
                 stale += 1
-            log(f"  select-val objective {sel['objective']:.4f} loss {sel['loss']:.4f} reply {sel['reply_loss']:.4f} "
+            log(f"  select-val objective {sel['objective']:.4f} loss {sel['loss']:.4f} reply {sel['reply_loss'] or float('nan'):.4f} "
                 f"mtp accept {sel['mtp_accept']:.3f} best @ {best['step']}")
             if args.patience and stale >= args.patience and not last:
                 stopped_early, stop_reason = step + 1, "patience"
