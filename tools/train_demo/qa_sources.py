@@ -231,7 +231,7 @@ def bible(root: Path, canon_dir: Path) -> Iterator[QA]:
         a = idx[int(hashlib.sha256(w.encode()).hexdigest(), 16) % len(idx)]
         b = idx[(idx.index(a) + len(idx) // 2) % len(idx)]
         refs = [(f"{verses[j][0]} {verses[j][1]}:{verses[j][2]}", verses[j][3]) for j in sorted({a, b})]
-        answer = f"{w} is mentioned {len(idx)} times in the Bible. " + " ".join(f'{r}: "{t}"' for r, t in refs)
+        answer = f"{w} is named in {len(idx)} verses of the Bible. " + " ".join(f'{r}: "{t}"' for r, t in refs)
         key = f"bt{w}"
         yield QA("bible_qa", key, pick(topic_asks, key).format(w=w), answer,
                  f"{w} appears in the Bible. I will quote verses that mention {w}: " + " and ".join(r for r, _ in refs) + ".")
