@@ -56,6 +56,27 @@ def test_every_shape_renders_as_transformers_renders_it():
             assert "<think>\n\n</think>\n\n" in text   # what enable_thinking=False prompts with
 
 
+def test_every_shape_renders_as_qwenrt_renders_it():
+    """`qwenrt template` (QWENRT, default build/dev/qwenrt) gives the same text; skipped without a binary."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+    binary = Path(os.environ.get("QWENRT", HERE.parents[1] / "build/dev/qwenrt"))
+    if not binary.exists():
+        print(f"skip: no qwenrt binary at {binary} (set QWENRT)")
+        return
+    render = chat_render.renderer(chat_render.find_template())
+    for shape in ("thinking", "plain", "multi", "tool"):
+        messages, tools = conversation_of_shape(shape)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as req:
+            json.dump({"messages": messages, **({"tools": tools} if tools else {})}, req)
+            req.flush()
+            out = subprocess.run([str(binary), "template", "--model", str(TOKENIZER), "--request", req.name],
+                                 check=True, capture_output=True, text=True).stdout
+        assert out == render(messages, tools=tools), shape
+
+
 def test_roles_mark_assistant_replies_only():
     tok = Tokenizer.from_file(str(TOKENIZER / "tokenizer.json"))
     render = chat_render.renderer(chat_render.find_template())
