@@ -26,8 +26,7 @@ def tree_files(repo: Path) -> list[Path]:
 
 
 def main() -> None:
-    repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True,
-                               text=True).stdout.strip())
+    repo = Path(__file__).resolve().parents[2]   # this checkout, wherever the command runs from
     carried = sys.argv[1:] or ["tools/train_demo/data", "tools/train_demo/wheels"]
     items = [(f.stat().st_size, str(f.relative_to(repo))) for f in tree_files(repo)]
     tree = sum(s for s, _ in items)
