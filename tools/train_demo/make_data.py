@@ -3,16 +3,18 @@
 
 Usage (from the repository root; needs `apt-get` with current package lists, no root):
 
-    python3 tools/train_demo/make_data.py [--work tools/train_demo/.work]
+    python3 tools/train_demo/make_data.py [--work tools/train_demo/.work] [--quick]
 
 Steps:
-  1. `apt-get download` the packages in SOURCES (exact versions are whatever the archive serves;
-     each .deb's version and sha256 go into the manifest), `dpkg-deb -x` them into WORK/root.
-  2. Turn each package's data into plain-text documents (one extractor per source below).
-  3. Send each document to the validation split with a fixed probability, decided by a hash of
-     (source, document index) so the split is stable and independent of the other sources.
-  4. Write WORK/corpus/train.jsonl, WORK/corpus/val.jsonl ({"source", "chat", "text"} per line, documents
-     shuffled with a fixed seed) and WORK/corpus/manifest.json (packages, licences, sizes).
+  1. `apt-get download` the packages of the sources below (exact versions are whatever the archive
+     serves; each .deb's version and sha256 go into the manifest), `dpkg-deb -x` them into WORK/root.
+  2. Plain sources: turn each package's data into plain-text documents. Chat sources: build
+     question-answer items from the structured data (qa_sources.py) and render them as
+     conversations with Qwen 3.5's chat template (conversations.py, chat_render.py).
+  3. Send each document to `test` (the model card's held-back slice, 1%), `val` (early stopping,
+     1%) or `train`, by a hash of (source, document key): stable and independent of other sources.
+  4. Write WORK/corpus/{train,val,test}.jsonl ({"source", "chat", "text"[, "messages", "tools"]}
+     per line, documents shuffled with a fixed seed) and WORK/corpus/manifest.json.
 
 Every source is public domain or under a permissive licence; tools/train_demo/DATA.md lists them.
 Only the standard library and Jinja2 (for the chat template) are used, so the output depends on
@@ -26,6 +28,7 @@ import gzip
 import hashlib
 import html
 import html.parser
+import itertools
 import json
 import random
 import re
@@ -36,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-VAL_FRACTION = 0.02   # share of documents held out (per source, by hash)
+TEST_FRACTION = 0.01  # share of documents held back for the model card's evaluation (per source, by hash)
+VAL_FRACTION = 0.01   # share held out for early stopping during training
+SMALL_TALK_COPIES = 20
 SHUFFLE_SEED = 1234   # order of documents in the written splits
 CHUNK_CHARS = 3000    # target size when a long text is cut into documents at paragraph breaks
 
@@ -142,6 +147,24 @@ def sword_entries(module_dir: Path, stem: str) -> Iterator[str]:
             off, csize, _ = struct.unpack_from("<III", blocks, block * 12)
             current, text = block, zlib.decompress(data[off:off + csize])
         yield text[start:start + length].decode("utf-8", "replace")
+
+
+def sword_records(module_dir: Path, stem: str) -> dict[int, str]:
+    """{record index: raw text} of one testament's non-empty records, linked records included: the
+    index is SWORD's position in the versification (qa_sources.py maps it to book:chapter:verse)."""
+    blocks = (module_dir / f"{stem}.bzs").read_bytes()
+    records = (module_dir / f"{stem}.bzv").read_bytes()
+    data = (module_dir / f"{stem}.bzz").read_bytes()
+    inflated: dict[int, bytes] = {}
+    out = {}
+    for index, (block, start, length) in enumerate(struct.iter_unpack(_record_format(records, blocks), records)):
+        if length == 0:
+            continue
+        if block not in inflated:
+            off, csize, _ = struct.unpack_from("<III", blocks, block * 12)
+            inflated = {block: zlib.decompress(data[off:off + csize])}   # records run through the blocks in order
+        out[index] = inflated[block][start:start + length].decode("utf-8", "replace")
+    return out
 
 
 def sword_documents(root: Path, module: str, per_doc: int) -> Iterator[str]:
@@ -341,91 +364,68 @@ def sqlite_docs(root: Path) -> Iterator[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Chat-formatted documents: a small share of the data rendered with Qwen 3.5's own chat template,
-# so that `qwenrt chat` gets answers in the right shape (a definition, a fortune) instead of
-# free-running prose. The template comes from shared/ (the official Qwen 3.5 file).
-
-CHAT_TEMPLATE = Path(__file__).resolve().parents[3] / "shared/tokenizers/qwen3.5/chat_template.jinja"
-CHAT_SHARE = 6   # one synset (or cookie) in CHAT_SHARE becomes a conversation
+# Sources. Plain ones yield documents; chat ones (qa_sources.py items rendered by conversations.py)
+# yield (key, {"text", "messages", "tools"}). `keep` thins a chat source (by a hash of the key) to
+# balance the mix and keep the token streams within the device tool's carry limit.
 
 
-def chat_renderer() -> Callable[[str, str], str]:
-    """Render one user/assistant exchange the way transformers renders chat templates."""
-    import jinja2.sandbox   # only the chat sources need Jinja
-    from jinja2.ext import loopcontrols
-
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
-    template = env.from_string(CHAT_TEMPLATE.read_text("utf-8"))
-
-    def render(user: str, assistant: str) -> str:
-        messages = [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-        return template.render(messages=messages, add_generation_prompt=False)
-    return render
+@dataclass(frozen=True)
+class ChatSource:
+    name: str
+    packages: tuple[str, ...]
+    licence: str
+    items: Callable[[Path], Iterator]       # root -> qa_sources.QA items
+    keep: float = 1.0
 
 
-def pick(options: list[str], key: str) -> str:
-    """A fixed choice among phrasings, by hash (no global random state)."""
-    return options[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(options)]
+def plain_sources() -> list[Source]:
+    return [
+        Source("web_bible", ("sword-text-web",), "public domain (World English Bible)", web_bible),
+        Source("mhcc", ("sword-comm-mhcc",), "public domain (Matthew Henry's Concise Commentary)",
+               lambda r: sword_documents(r, "mhcc", per_doc=2)),
+        Source("tdavid", ("sword-comm-tdavid",), "public domain (C. H. Spurgeon, The Treasury of David, 1869-1885)",
+               lambda r: (d for i, d in enumerate(sword_documents(r, "tdavid", per_doc=1)) if i % TDAVID_EVERY == 0)),
+        Source("devil", ("dict-devil",), "public domain (Ambrose Bierce, The Devil's Dictionary, 1911)", devils_dictionary),
+        Source("jargon", ("jargon-text",), "public domain (The Jargon File 4.4.7)", jargon_file),
+        Source("fortunes", ("fortunes", "fortunes-min"), "BSD-3-Clause (fortune-mod data files)", fortunes),
+        Source("wordnet", ("wordnet-base",), "WordNet 3.0 licence (permissive, BSD-like)",
+               lambda r: (d for i, d in enumerate(wordnet_glosses(r)) if i % WORDNET_EVERY == 0)),
+        Source("python_docs", ("python3.11-doc",), "PSF License Version 2", python_docs),
+        Source("sqlite_docs", ("sqlite3-doc",), "public domain (SQLite documentation)", sqlite_docs),
+    ]
 
 
-def wordnet_chat(root: Path) -> Iterator[str]:
-    """'What does X mean?' answered with the WordNet gloss and its examples."""
-    render = chat_renderer()
-    questions = ['What does "{w}" mean?', 'What is the meaning of the word "{w}"?', 'Define "{w}".',
-                 'What does the {pos} "{w}" mean?', 'Can you explain the word "{w}"?']
-    for i, (words, label, gloss) in enumerate(wordnet_synsets(root)):
-        if i % CHAT_SHARE:
-            continue
-        word = words[0]
-        parts = [p.strip() for p in gloss.split(";")]
-        definition = parts[0]
-        examples = [p.strip('"') for p in parts[1:] if p.startswith('"')]
-        answer = f'"{word}" is a{"n" if label[0] in "aeiou" else ""} {label} meaning {definition}.'
-        if len(words) > 1:
-            answer += " Similar words: " + ", ".join(words[1:]) + "."
-        if examples:
-            answer += f' For example: "{examples[0]}".'
-        yield render(pick(questions, f"wn{i}").format(w=word, pos=label), answer)
+TDAVID_EVERY = 2    # every 2nd Treasury of David document: its 11.5 M characters would crowd out the rest
+WORDNET_EVERY = 2   # every 2nd block of 40 glosses as plain text (the conversations cover the rest)
+CANON = "usr/include/sword"   # libsword-dev's versification tables (book names, verse counts)
 
 
-def fortune_chat(root: Path) -> Iterator[str]:
-    """'Tell me a fortune' answered with a fortune cookie."""
-    render = chat_renderer()
-    questions = ["Tell me a fortune.", "Give me a quote.", "Say something wise.", "Tell me something funny.",
-                 "Do you have a saying for me?"]
-    for i, cookie in enumerate(fortunes(root)):
-        if i % CHAT_SHARE == 0:
-            yield render(pick(questions, f"fc{i}"), cookie)
-
-
-SOURCES = [
-    Source("web_bible", ("sword-text-web",), "public domain (World English Bible)", web_bible),
-    Source("mhcc", ("sword-comm-mhcc",), "public domain (Matthew Henry's Concise Commentary)",
-           lambda r: sword_documents(r, "mhcc", per_doc=2)),
-    Source("tdavid", ("sword-comm-tdavid",), "public domain (C. H. Spurgeon, The Treasury of David, 1869-1885)",
-           lambda r: sword_documents(r, "tdavid", per_doc=1)),
-    Source("devil", ("dict-devil",), "public domain (Ambrose Bierce, The Devil's Dictionary, 1911)", devils_dictionary),
-    Source("jargon", ("jargon-text",), "public domain (The Jargon File 4.4.7)", jargon_file),
-    Source("fortunes", ("fortunes", "fortunes-min"), "BSD-3-Clause (fortune-mod data files)", fortunes),
-    Source("wordnet", ("wordnet-base",), "WordNet 3.0 licence (permissive, BSD-like)", wordnet_glosses),
-    Source("wordnet_chat", ("wordnet-base",), "WordNet 3.0 licence (permissive, BSD-like)", wordnet_chat),
-    Source("fortune_chat", ("fortunes", "fortunes-min"), "BSD-3-Clause (fortune-mod data files)", fortune_chat),
-    Source("python_docs", ("python3.11-doc",), "PSF License Version 2", python_docs),
-    Source("sqlite_docs", ("sqlite3-doc",), "public domain (SQLite documentation)", sqlite_docs),
-]
+def chat_sources() -> list[ChatSource]:
+    import qa_sources as qa
+    return [
+        ChatSource("wordnet_qa", ("wordnet-base",), "WordNet 3.0 licence (permissive, BSD-like)", qa.wordnet, keep=0.35),
+        ChatSource("jargon_qa", ("jargon-text",), "public domain (The Jargon File 4.4.7)", qa.jargon),
+        ChatSource("devil_qa", ("dict-devil",), "public domain (Ambrose Bierce, The Devil's Dictionary, 1911)", qa.devils_dictionary),
+        ChatSource("bible_qa", ("sword-text-web", "libsword-dev"), "public domain (World English Bible); versification tables only",
+                   lambda r: qa.bible(r, r / CANON), keep=0.6),
+        ChatSource("mhcc_qa", ("sword-comm-mhcc", "libsword-dev"), "public domain (Matthew Henry's Concise Commentary)",
+                   lambda r: qa.matthew_henry(r, r / CANON)),
+        ChatSource("quotes_qa", ("fortunes", "fortunes-min"), "BSD-3-Clause (fortune-mod data files)", qa.quotes),
+        ChatSource("python_qa", ("python3.11-doc",), "PSF License Version 2", qa.python_docs),
+        ChatSource("sqlite_qa", ("sqlite3-doc",), "public domain (SQLite documentation)", qa.sqlite_docs),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # Packages
 
 
-def fetch_packages(work: Path) -> dict[str, dict]:
+def fetch_packages(work: Path, packages: set[str]) -> dict[str, dict]:
     """Download each package once into WORK/debs and unpack it into WORK/root."""
     debs, root = work / "debs", work / "root"
     debs.mkdir(parents=True, exist_ok=True)
     info: dict[str, dict] = {}
-    for package in sorted({p for s in SOURCES for p in s.packages}):
+    for package in sorted(packages):
         found = sorted(debs.glob(f"{package}_*.deb"))
         if not found:
             subprocess.run(["apt-get", "download", package], cwd=debs, check=True)
@@ -439,33 +439,64 @@ def fetch_packages(work: Path) -> dict[str, dict]:
     return info
 
 
-def is_validation(source: str, index: int) -> bool:
-    digest = hashlib.sha256(f"{source}/{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") / 2**64 < VAL_FRACTION
+def hash_fraction(key: str) -> float:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") / 2**64
+
+
+def split_of(source: str, key) -> str:
+    """'test' (the held-back evaluation slice of the model card), 'val' (early stopping) or 'train',
+    by a hash of (source, document key): fixed, and independent of the other sources."""
+    f = hash_fraction(f"{source}/{key}")
+    return "test" if f < TEST_FRACTION else "val" if f < TEST_FRACTION + VAL_FRACTION else "train"
 
 
 def main() -> None:
+    import chat_render
+    import conversations
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / ".work")
+    ap.add_argument("--template", type=Path, help="Qwen 3.5's chat_template.jinja (default: shared/ above this folder)")
+    ap.add_argument("--quick", action="store_true", help="every 20th of the first 4,000 documents of every source (smoke runs)")
     args = ap.parse_args()
 
-    packages = fetch_packages(args.work)
+    plain, chats = plain_sources(), chat_sources()
+    packages = fetch_packages(args.work, {p for s in plain + chats for p in s.packages})
     root = args.work / "root"
-    splits: dict[str, list[dict]] = {"train": [], "val": []}
-    manifest = {"val_fraction": VAL_FRACTION, "shuffle_seed": SHUFFLE_SEED, "sources": []}
-    for source in SOURCES:
-        counts = {"train": [0, 0], "val": [0, 0]}   # documents, characters
-        for i, doc in enumerate(source.extract(root)):
-            split = "val" if is_validation(source.name, i) else "train"
-            splits[split].append({"source": source.name, "chat": source.name.endswith("_chat"), "text": doc})
+    template = args.template or chat_render.find_template()
+    render = chat_render.renderer(template)
+    splits: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
+    manifest = {"val_fraction": VAL_FRACTION, "test_fraction": TEST_FRACTION, "shuffle_seed": SHUFFLE_SEED,
+                "chat_template_sha256": hashlib.sha256(template.read_bytes()).hexdigest(), "quick": args.quick, "sources": []}
+
+    def add(name: str, licence: str, pkgs: tuple[str, ...], docs: Iterator[tuple[object, dict]], chat: bool) -> None:
+        counts = {k: [0, 0] for k in splits}   # documents, characters
+        for n, (key, doc) in enumerate(itertools.islice(docs, 4000) if args.quick else docs):
+            if args.quick and n % 20:
+                continue
+            # Phrasings of one entry ("key/0", "key/1", ...) share a split: no answer on both sides.
+            split = split_of(name, str(key).split("/")[0])
+            splits[split].append({"source": name, "chat": chat, **doc})
             counts[split][0] += 1
-            counts[split][1] += len(doc)
-        manifest["sources"].append({"name": source.name, "licence": source.licence,
-                                    "packages": {p: packages[p] for p in source.packages},
-                                    "train_docs": counts["train"][0], "train_chars": counts["train"][1],
-                                    "val_docs": counts["val"][0], "val_chars": counts["val"][1]})
-        print(f"{source.name:12s} {'+'.join(source.packages):24s} train {counts['train'][0]:7d} docs {counts['train'][1] / 1e6:7.2f} M chars"
-              f" | val {counts['val'][0]:5d} docs {counts['val'][1] / 1e6:6.2f} M chars")
+            counts[split][1] += len(doc["text"])
+        entry = {"name": name, "licence": licence, "packages": {p: packages[p] for p in pkgs}}
+        for k, (d, c) in counts.items():
+            entry[f"{k}_docs"], entry[f"{k}_chars"] = d, c
+        manifest["sources"].append(entry)
+        print(f"{name:12s} {'+'.join(pkgs)[:30]:30s} train {counts['train'][0]:7d} docs {counts['train'][1] / 1e6:6.2f} M chars"
+              f" | val {counts['val'][0]:5d} / test {counts['test'][0]:5d} docs", flush=True)
+
+    for source in plain:
+        add(source.name, source.licence, source.packages, ((i, {"text": d}) for i, d in enumerate(source.extract(root))), False)
+    for source in chats:
+        kept = (qa for qa in source.items(root) if conversations.fraction("keep/" + qa.key) < source.keep)
+        add(source.name, source.licence, source.packages, conversations.chat_documents(kept, render), True)
+    # The hand-written small talk: training only, SMALL_TALK_COPIES copies so a few dozen lines weigh something.
+    talk = [{"source": "small_talk", "chat": True, "text": render(m), "messages": m, "tools": None}
+            for _ in range(SMALL_TALK_COPIES) for _, m in conversations.small_talk()]
+    splits["train"] += talk
+    manifest["sources"].append({"name": "small_talk", "licence": "this repository's (hand-written)", "packages": {},
+                                "train_docs": len(talk), "train_chars": sum(len(d["text"]) for d in talk)})
 
     out = args.work / "corpus"
     out.mkdir(parents=True, exist_ok=True)
@@ -475,8 +506,11 @@ def main() -> None:
             for d in docs:
                 f.write(json.dumps(d, ensure_ascii=False) + "\n")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    total = sum(len(d["text"]) for docs in splits.values() for d in docs)
-    print(f"total {total / 1e6:.2f} M characters -> {out}")
+    for split, docs in splits.items():
+        chat = sum(len(d["text"]) for d in docs if d["chat"])
+        total = sum(len(d["text"]) for d in docs)
+        print(f"{split}: {len(docs)} documents, {total / 1e6:.2f} M characters ({100 * chat / max(total, 1):.0f}% conversations)")
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":

@@ -50,12 +50,25 @@ class Dims:
     linear_value_head_dim: int = 64
 
 
-# The demo model's shape (train.py --size demo) and a tiny one for CPU smoke runs (--size tiny).
+# Shapes (train.py --size):
+#   demo     the first demo model, qwen35-demo-14m (head dims 64: the CUDA path refuses it);
+#   demo16m  the released head sizes (gated attention heads of 256 with RoPE on 64, DeltaNet key and
+#            value heads of 128, key heads fewer than value heads as in 9B/27B), as large as fits a
+#            32 MB bf16 checkpoint with its MTP block: 15,880,752 parameters (31.8 MB) with 8,192 tokens
+#            (README.md, "Shape", has the arithmetic and the choices);
+#   tiny     a CPU smoke-run size with head dims 32;
+#   tiny256  a CPU smoke-run size with the released head sizes (loads on every qwenrt path).
 SIZES = {
     "demo": {},
+    "demo16m": dict(hidden_size=384, num_hidden_layers=8, intermediate_size=512, num_attention_heads=2,
+                    num_key_value_heads=1, head_dim=256, linear_num_key_heads=2, linear_num_value_heads=4,
+                    linear_key_head_dim=128, linear_value_head_dim=128),
     "tiny": dict(hidden_size=64, num_hidden_layers=4, intermediate_size=128, num_attention_heads=2,
                  num_key_value_heads=1, head_dim=32, linear_num_key_heads=1, linear_num_value_heads=2,
                  linear_key_head_dim=32, linear_value_head_dim=32),
+    "tiny256": dict(hidden_size=64, num_hidden_layers=4, intermediate_size=128, num_attention_heads=2,
+                    num_key_value_heads=1, head_dim=256, linear_num_key_heads=1, linear_num_value_heads=2,
+                    linear_key_head_dim=128, linear_value_head_dim=128),
 }
 
 
@@ -67,7 +80,7 @@ def make_config(dims: Dims, special_ids: dict[str, int]) -> Qwen3_5TextConfig:
     # mrope sections cover rotary_dim/2 frequency slots as Qwen's [11,11,10] covers 32; for text
     # all three position components are equal, so the split never changes the result.
     slots = rotary_dim // 2
-    mrope = [slots - 2 * (slots // 3), slots // 3, slots // 3]
+    mrope = [11, 11, 10] if slots == 32 else [slots - 2 * (slots // 3), slots // 3, slots // 3]   # released: [11, 11, 10]
     config = Qwen3_5TextConfig(
         vocab_size=dims.vocab_size,
         hidden_size=dims.hidden_size,
@@ -163,11 +176,16 @@ class DemoModel(nn.Module):
         return {"logits": logits, "mtp_logits": self.lm.lm_head(mtp_hidden)}
 
 
-def losses(out: dict[str, torch.Tensor], window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean next-token loss of the main head and mean t+2 loss of the MTP head (float32)."""
-    main = F.cross_entropy(out["logits"].flatten(0, 1).float(), window[:, 1:].flatten())
-    mtp = F.cross_entropy(out["mtp_logits"].flatten(0, 1).float(), window[:, 2:].flatten())
-    return main, mtp
+def losses(out: dict[str, torch.Tensor], window: torch.Tensor,
+           weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token loss of the main head and t+2 loss of the MTP head (float32): plain means, or
+    with `weights` [B, T+1] (the weight of predicting each token of the window) weighted means."""
+    main = F.cross_entropy(out["logits"].flatten(0, 1).float(), window[:, 1:].flatten(), reduction="none")
+    mtp = F.cross_entropy(out["mtp_logits"].flatten(0, 1).float(), window[:, 2:].flatten(), reduction="none")
+    if weights is None:
+        return main.mean(), mtp.mean()
+    w_main, w_mtp = weights[:, 1:].flatten(), weights[:, 2:].flatten()
+    return (main * w_main).sum() / w_main.sum().clamp(min=1e-6), (mtp * w_mtp).sum() / w_mtp.sum().clamp(min=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,13 +23,16 @@ from transformers import AutoTokenizer, Qwen3_5ForCausalLM  # noqa: E402
 
 PROMPTS = [
     "The old man walked slowly to the river, and",
-    "In the beginning of the year, the king",
-    "A good programmer is",
     "Python is a programming language that",
 ]
+# (question, enable_thinking): the template's default (thinking) and the no-thinking form.
 CHATS = [
-    'What does "serendipity" mean?',
-    "Tell me a fortune.",
+    ('What does "serendipity" mean?', True),
+    ("Tell me about the river Jordan.", True),
+    ("What does the Python function os.path.join() do?", True),
+    ("What does the SQLite function abs(X) do?", False),
+    ("What does John 3:16 say?", False),
+    ("Hello, who are you?", True),
 ]
 SEED = 0
 
@@ -45,7 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--qwenrt", type=Path, required=True)
-    ap.add_argument("--max-tokens", type=int, default=60)
+    ap.add_argument("--max-tokens", type=int, default=120)
     args = ap.parse_args()
 
     tok = AutoTokenizer.from_pretrained(args.model)
@@ -57,10 +60,10 @@ def main() -> None:
             out = out[:-1]   # generation ended on a stop token, which is not text
         print(f"**{title}** — prompt `{prompt!r}`\n\n```text\n{prompt}{tok.decode(out)}\n```\n")
 
-    # The training conversations have empty thinking blocks, so prompt the way they look:
-    # enable_thinking=False puts "<think>\n\n</think>\n\n" into the generation prompt.
+    # Thinking prompts end in "<think>\n" (the template's default); enable_thinking=False puts
+    # "<think>\n\n</think>\n\n" into the generation prompt.
     chat_prompts = [tok.apply_chat_template([{"role": "user", "content": c}], tokenize=False, add_generation_prompt=True,
-                                            enable_thinking=False) for c in CHATS]
+                                            enable_thinking=think) for c, think in CHATS]
     for prompt in PROMPTS + chat_prompts:
         ids = tok(prompt)["input_ids"]
         show("qwenrt, greedy", prompt, ids, qwenrt_greedy(args.qwenrt, args.model, ids, args.max_tokens, stops))

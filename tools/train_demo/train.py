@@ -6,8 +6,8 @@ Usage:
     python3 tools/train_demo/train.py --out DIR --time-budget 510    # picks N from a short timing run, records it
     python3 tools/train_demo/train.py --out DIR --size tiny --steps 5 --device cpu   # smoke run
 
-Inputs: tools/train_demo/data/ (make_tokenizer.py): train.npy.xz / val.npy.xz uint16 token streams,
-val_docs.json, meta.json, tokenizer/. Output folder DIR: model.safetensors (released Qwen 3.5 names,
+Inputs: tools/train_demo/data/ (make_tokenizer.py): {train,val,test}.npy.xz uint16 token streams and
+their .roles.npy.xz, {val,test}_docs.json, meta.json, tokenizer/. Output folder DIR: model.safetensors (released Qwen 3.5 names,
 bf16 + f32 A_log / gated-norm weights), config.json, generation_config.json, metrics.json.
 
 Recipe (see models/*/README.md for the numbers of the shipped run):
@@ -15,13 +15,18 @@ Recipe (see models/*/README.md for the numbers of the shipped run):
     offset and a new order of the non-overlapping windows (seeded);
   * loss = main next-token CE + MTP_WEIGHT * MTP CE (token t+2 from the final hidden at t and the
     embedding of token t+1); the MTP gradient also reaches the trunk, as in DeepSeek-V3's MTP;
+  * each predicted token's CE is weighted by its role: plain text and assistant replies 1,
+    conversation prompts (template lines, system, user and tool turns) PROMPT_WEIGHT, so the
+    model spends its capacity on answering rather than on predicting questions, yet still sees them;
   * AdamW (betas 0.9/0.95, weight decay on matrices only), linear warm-up then cosine decay to
     10% of the peak rate, gradient clipping at 1.0, bf16 autocast over float32 master weights;
   * --time-budget: the number of steps that fit the budget, at most MAX_EPOCHS passes;
-  * every EVAL_EVERY steps the main loss on a fixed slice of the validation stream; the weights with
-    the lowest value are kept (early stopping: ~12 passes over a 13 M-token corpus can overfit);
+  * every EVAL_EVERY steps the weighted main loss on a fixed slice of the validation stream; the
+    weights with the lowest value are kept, and the run stops once PATIENCE evaluations in a row
+    have not improved on it (early stopping: repeated passes over a small corpus overfit);
   * the kept weights are rounded to the checkpoint dtypes before the final metrics, so the numbers
-    describe the shipped file.
+    describe the shipped file; they are measured on the held-back test split (the model card's
+    slice, never used for selection) and on the validation split.
 
 Determinism: initialisation runs on the CPU from --seed, the data order from --seed, and CUDA runs
 with deterministic algorithms where PyTorch has them (warn_only: anything else is logged). The
@@ -38,6 +43,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS
@@ -45,6 +51,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import qwen35_demo as demo  # noqa: E402
@@ -57,6 +64,8 @@ MIN_LR_RATIO = 0.1
 WARMUP_FRACTION = 0.03
 WEIGHT_DECAY = 0.1
 MTP_WEIGHT = 0.3
+PROMPT_WEIGHT = 0.1   # loss weight of conversation prompt tokens (plain text and replies: 1)
+PATIENCE = 4          # evaluations without a better validation loss before the run stops
 EVAL_EVERY = 100
 MAX_EPOCHS = 12       # --time-budget never plans more passes over the data than this
 SELECT_WINDOWS = 64   # validation windows used to pick the best weights during training
@@ -86,11 +95,16 @@ class WindowSampler:
         self.epoch += 1
 
     def next(self) -> torch.Tensor:
+        """Token positions [batch, length+1] of the next windows (index the stream and its roles)."""
         if len(self.order) < self.batch:
             self._new_epoch()
         starts, self.order = self.order[:self.batch], self.order[self.batch:]
-        idx = torch.tensor(starts, device=self.stream.device)[:, None] + torch.arange(self.length + 1, device=self.stream.device)
-        return self.stream[idx]
+        return torch.tensor(starts, device=self.stream.device)[:, None] + torch.arange(self.length + 1, device=self.stream.device)
+
+
+def role_weights(roles: torch.Tensor, prompt_role: int) -> torch.Tensor:
+    """Loss weight of predicting each token: PROMPT_WEIGHT for conversation prompts, else 1."""
+    return torch.where(roles == prompt_role, PROMPT_WEIGHT, 1.0).float()
 
 
 def eval_windows(stream: torch.Tensor, length: int) -> torch.Tensor:
@@ -102,57 +116,101 @@ def eval_windows(stream: torch.Tensor, length: int) -> torch.Tensor:
 # Evaluation
 
 
-@torch.no_grad()
-def evaluate(model: demo.DemoModel, stream: torch.Tensor, length: int, batch: int, windows: int | None = None,
-             token_source: torch.Tensor | None = None, n_sources: int = 0, bf16: bool = True) -> dict:
-    """Main-head NLL, MTP-head NLL / top-1 accuracy, and MTP agreement with the main head.
+@dataclass
+class Split:
+    """A token stream, the role of each token, and (for held-out splits) each token's source."""
+    stream: torch.Tensor
+    roles: torch.Tensor
+    token_source: torch.Tensor | None = None
+    sources: list[str] | None = None
+    token_bytes: torch.Tensor | None = None   # [vocab] UTF-8 bytes of each token (bits per byte)
 
-    'mtp_accept' is the greedy draft-acceptance proxy: how often the MTP head's top token for
-    x[t+2] (from h[t] and the true x[t+1]) equals the main head's top token at t+1.
+
+def load_split(data: Path, name: str, device: torch.device, max_tokens: int | None = None) -> Split:
+    stream = torch.from_numpy(load_stream(data / f"{name}.npy.xz").astype(np.int64))
+    roles = torch.from_numpy(load_stream(data / f"{name}.roles.npy.xz").astype(np.int64))
+    if max_tokens:
+        stream, roles = stream[:max_tokens], roles[:max_tokens]
+    split = Split(stream.to(device), roles.to(device))
+    if (data / f"{name}_docs.json").exists():
+        spans = json.loads((data / f"{name}_docs.json").read_text())
+        split.sources = sorted({s for s, _, _ in spans})
+        split.token_source = torch.zeros(stream.numel(), dtype=torch.long)
+        for s, a, b in spans:
+            split.token_source[a:min(b, stream.numel())] = split.sources.index(s)
+    return split
+
+
+@torch.no_grad()
+def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply_role: int, prompt_role: int,
+             windows: int | None = None, bf16: bool = True) -> dict:
+    """Main-head NLL over every token and over assistant replies, the training objective (role-
+    weighted NLL), MTP-head NLL / top-1, and MTP agreement with the main head.
+
+    'mtp_accept' is the teacher-forced draft acceptance: how often the MTP head's top token for
+    x[t+2] (from h[t] and the true x[t+1]) equals the main head's top token at t+1, i.e. how often
+    a greedy speculative step would keep the draft (given the main model's token t+1 is right).
     """
     model.eval()
+    stream, roles = split.stream, split.roles
     starts = eval_windows(stream, length)
     if windows is not None:
         starts = starts[:windows]
-    sums = {"nll": 0.0, "n": 0, "mtp_nll": 0.0, "mtp_n": 0, "mtp_top1": 0, "mtp_accept": 0, "top1": 0}
-    src_nll = torch.zeros(max(n_sources, 1), dtype=torch.float64)
-    src_n = torch.zeros(max(n_sources, 1), dtype=torch.float64)
+    keys = ("bytes", "nll", "n", "w_nll", "w", "r_nll", "r_n", "top1", "mtp_nll", "mtp_n", "mtp_top1", "mtp_accept", "r_accept", "r_mtp_n")
+    sums = dict.fromkeys(keys, 0.0)
+    n_sources = len(split.sources or []) or 1
+    src_nll = torch.zeros(n_sources, dtype=torch.float64)
+    src_n = torch.zeros(n_sources, dtype=torch.float64)
     ar = torch.arange(length + 1, device=stream.device)
     for i in range(0, starts.numel(), batch):
-        s = starts[i:i + batch].to(stream.device)
-        window = stream[s[:, None] + ar]
+        idx = starts[i:i + batch].to(stream.device)[:, None] + ar
+        window, role = stream[idx], roles[idx]
         with torch.autocast(stream.device.type, dtype=torch.bfloat16, enabled=bf16 and stream.device.type == "cuda"):
             out = model(window)
         logits, mtp_logits = out["logits"].float(), out["mtp_logits"].float()
-        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), window[:, 1:].flatten(), reduction="none")
-        mtp_nll = torch.nn.functional.cross_entropy(mtp_logits.flatten(0, 1), window[:, 2:].flatten(), reduction="none")
-        main_top = logits.argmax(-1)
-        mtp_top = mtp_logits.argmax(-1)
+        nll = F.cross_entropy(logits.flatten(0, 1), window[:, 1:].flatten(), reduction="none")
+        mtp_nll = F.cross_entropy(mtp_logits.flatten(0, 1), window[:, 2:].flatten(), reduction="none")
+        main_top, mtp_top = logits.argmax(-1), mtp_logits.argmax(-1)
+        w = role_weights(role, prompt_role)[:, 1:].flatten()
+        reply = (role[:, 1:] == reply_role).flatten()
+        reply2 = (role[:, 2:] == reply_role).flatten()
+        accept = (mtp_top == main_top[:, 1:]).flatten()
         sums["nll"] += nll.double().sum().item()
         sums["n"] += nll.numel()
+        if split.token_bytes is not None:
+            sums["bytes"] += split.token_bytes.to(window.device)[window[:, 1:]].sum().item()
+        sums["w_nll"] += (nll * w).double().sum().item()
+        sums["w"] += w.double().sum().item()
+        sums["r_nll"] += nll[reply].double().sum().item()
+        sums["r_n"] += reply.sum().item()
         sums["top1"] += (main_top == window[:, 1:]).sum().item()
         sums["mtp_nll"] += mtp_nll.double().sum().item()
         sums["mtp_n"] += mtp_nll.numel()
         sums["mtp_top1"] += (mtp_top == window[:, 2:]).sum().item()
-        sums["mtp_accept"] += (mtp_top == main_top[:, 1:]).sum().item()
-        if token_source is not None:
-            src = token_source[(s[:, None] + ar[1:]).cpu()].flatten()
+        sums["mtp_accept"] += accept.sum().item()
+        sums["r_accept"] += accept[reply2].sum().item()
+        sums["r_mtp_n"] += reply2.sum().item()
+        if split.token_source is not None:
+            src = split.token_source[idx[:, 1:].cpu()].flatten()
             src_nll.index_add_(0, src, nll.double().cpu())
             src_n.index_add_(0, src, torch.ones_like(src, dtype=torch.float64))
     model.train()
+    div = lambda a, b: sums[a] / max(sums[b], 1)   # noqa: E731
     result = {
-        "tokens": sums["n"],
-        "loss": sums["nll"] / sums["n"],
-        "ppl": math.exp(sums["nll"] / sums["n"]),
-        "top1": sums["top1"] / sums["n"],
-        "mtp_loss": sums["mtp_nll"] / sums["mtp_n"],
-        "mtp_ppl": math.exp(sums["mtp_nll"] / sums["mtp_n"]),
-        "mtp_top1": sums["mtp_top1"] / sums["mtp_n"],
-        "mtp_accept": sums["mtp_accept"] / sums["mtp_n"],
+        "tokens": int(sums["n"]), "loss": div("nll", "n"), "ppl": math.exp(div("nll", "n")), "top1": div("top1", "n"),
+        "objective": div("w_nll", "w"),
+        "reply_tokens": int(sums["r_n"]), "reply_loss": div("r_nll", "r_n") if sums["r_n"] else None,
+        "reply_ppl": math.exp(div("r_nll", "r_n")) if sums["r_n"] else None,
+        "mtp_loss": div("mtp_nll", "mtp_n"), "mtp_ppl": math.exp(div("mtp_nll", "mtp_n")), "mtp_top1": div("mtp_top1", "mtp_n"),
+        "mtp_accept": div("mtp_accept", "mtp_n"), "mtp_accept_reply": div("r_accept", "r_mtp_n") if sums["r_mtp_n"] else None,
     }
-    if token_source is not None:
-        result["ppl_by_source"] = (src_nll / src_n.clamp(min=1)).exp().tolist()
-        result["tokens_by_source"] = src_n.long().tolist()
+    if split.token_bytes is not None:
+        result["bytes"] = int(sums["bytes"])
+        result["bits_per_byte"] = sums["nll"] / math.log(2) / max(sums["bytes"], 1)
+    if split.token_source is not None:
+        scored = [i for i in range(len(split.sources)) if src_n[i] > 0]   # a prefix may leave sources out
+        result["ppl_by_source"] = {split.sources[i]: math.exp(src_nll[i] / src_n[i]) for i in scored}
+        result["tokens_by_source"] = {split.sources[i]: int(src_n[i]) for i in scored}
     return result
 
 
@@ -176,12 +234,13 @@ def lr_at(step: int, steps: int) -> float:
     return PEAK_LR * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train_step(model, opt, window: torch.Tensor, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
     for group in opt.param_groups:
         group["lr"] = lr
+    window = split.stream[idx]
     with torch.autocast(window.device.type, dtype=torch.bfloat16, enabled=window.device.type == "cuda"):
         out = model(window)
-    main, mtp = demo.losses(out, window)
+    main, mtp = demo.losses(out, window, role_weights(split.roles[idx], prompt_role))
     (main + MTP_WEIGHT * mtp).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -194,22 +253,22 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def calibrate_steps(args, dims, special_ids, train_stream, val_stream, device) -> tuple[int, dict]:
+def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: dict, device) -> tuple[int, dict]:
     """Time a few steps and one selection eval on a throwaway model; steps that fit the budget."""
     model = demo.build(dims, special_ids, args.seed).to(device)
     opt = make_optimizer(model, device)
-    sampler = WindowSampler(train_stream, args.seq_len, args.batch, args.seed + 1)
+    sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
     for _ in range(3):   # warm-up: kernel selection, allocator
-        train_step(model, opt, sampler.next(), 1e-4)
+        train_step(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
     sync(device)
     t0 = time.perf_counter()
     n = 10
     for _ in range(n):
-        train_step(model, opt, sampler.next(), 1e-4)
+        train_step(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
     sync(device)
     step_time = (time.perf_counter() - t0) / n
     t0 = time.perf_counter()
-    evaluate(model, val_stream, args.seq_len, args.batch, windows=SELECT_WINDOWS)
+    evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
     sync(device)
     eval_time = time.perf_counter() - t0
     del model, opt
@@ -219,7 +278,7 @@ def calibrate_steps(args, dims, special_ids, train_stream, val_stream, device) -
     fit = max(1, int(args.time_budget / per_step))
     # Past ~12 passes repeated data stops paying (Muennighoff et al. 2023, data-constrained
     # scaling); a faster machine then finishes early instead of overfitting.
-    cap = int(MAX_EPOCHS * train_stream.numel() / (args.batch * args.seq_len))
+    cap = int(MAX_EPOCHS * train.stream.numel() / (args.batch * args.seq_len))
     return min(fit, cap), {"step_s": step_time, "select_eval_s": eval_time, "steps_that_fit": fit, "epoch_cap": cap}
 
 
@@ -231,12 +290,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20260)
     ap.add_argument("--steps", type=int, help="optimizer steps (deterministic run)")
     ap.add_argument("--time-budget", type=float, help="seconds for the training loop; picks --steps")
-    ap.add_argument("--size", choices=sorted(demo.SIZES), default="demo")
+    ap.add_argument("--size", choices=sorted(demo.SIZES), default="demo16m")
     ap.add_argument("--seq-len", type=int, default=SEQ_LEN)
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--eval-every", type=int, default=EVAL_EVERY)
+    ap.add_argument("--patience", type=int, default=PATIENCE,
+                    help="stop after this many evaluations without a better validation objective (0: never)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--max-val-tokens", type=int, help="evaluate on a prefix of the validation stream (smoke runs)")
+    ap.add_argument("--max-val-tokens", type=int, help="evaluate on a prefix of the held-out streams (smoke runs)")
     ap.add_argument("--deadline", type=float, help="safety stop: leave the loop this many seconds after the start "
                                                    "(recorded as stopped_early; the run then no longer follows --steps)")
     args = ap.parse_args()
@@ -251,56 +312,57 @@ def main() -> None:
     warnings.filterwarnings("once")
 
     meta = json.loads((args.data / "meta.json").read_text())
-    special_ids = meta["special_ids"]
+    special_ids, roles = meta["special_ids"], meta["roles"]
     dims = demo.Dims(vocab_size=meta["vocab_size"], **demo.SIZES[args.size])
-    train_stream = torch.from_numpy(load_stream(args.data / "train.npy.xz").astype(np.int64)).to(device)
-    val_stream = torch.from_numpy(load_stream(args.data / "val.npy.xz").astype(np.int64)).to(device)
-    if args.max_val_tokens:
-        val_stream = val_stream[:args.max_val_tokens]
-    spans = json.loads((args.data / "val_docs.json").read_text())
-    sources = sorted({s for s, _, _ in spans})
-    token_source = torch.zeros(val_stream.numel(), dtype=torch.long)
-    for s, a, b in spans:
-        token_source[a:min(b, val_stream.numel())] = sources.index(s)
+    train = load_split(args.data, "train", device)
+    val = load_split(args.data, "val", device, args.max_val_tokens)
+    test = load_split(args.data, "test", device, args.max_val_tokens)
     log(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), "
         f"torch {torch.__version__}, transformers {__import__('transformers').__version__}")
-    log(f"train {train_stream.numel():,} tokens, val {val_stream.numel():,} tokens, dims {dims}")
+    log(f"train {train.stream.numel():,} tokens, val {val.stream.numel():,}, test {test.stream.numel():,}; dims {dims}")
 
     calibration = None
     steps = args.steps
     if steps is None:
-        steps, calibration = calibrate_steps(args, dims, special_ids, train_stream, val_stream, device)
+        steps, calibration = calibrate_steps(args, dims, special_ids, train, val, roles, device)
         log(f"calibration {calibration} -> {steps} steps")
 
     model = demo.build(dims, special_ids, args.seed).to(device)
     n_params = sum(v.numel() for v in demo.checkpoint_tensors(model).values())
     opt = make_optimizer(model, device)
-    sampler = WindowSampler(train_stream, args.seq_len, args.batch, args.seed + 1)
+    sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
     log(f"{n_params:,} parameters; {steps} steps of {args.batch}x{args.seq_len} tokens")
 
-    history, best = [], {"loss": float("inf"), "step": -1, "state": None}
+    history, best = [], {"objective": float("inf"), "step": -1, "state": None}
     t_loop = time.perf_counter()
-    stopped_early = None
+    stopped_early, stop_reason, stale = None, None, 0
     for step in range(steps):
-        main, mtp = train_step(model, opt, sampler.next(), lr_at(step, steps))
+        main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps))
         last = step + 1 == steps
         if args.deadline and not last and (step + 1) % 20 == 0 and time.perf_counter() - t_start > args.deadline:
-            stopped_early, last = step + 1, True
+            stopped_early, stop_reason, last = step + 1, "deadline", True
             log(f"deadline reached: stopping after step {step + 1} of {steps}")
         if (step + 1) % 20 == 0 or last:
             elapsed = time.perf_counter() - t_loop
-            history.append({"step": step + 1, "loss": main.item(), "mtp_loss": mtp.item(), "lr": lr_at(step, steps),
+            history.append({"step": step + 1, "loss": main_loss.item(), "mtp_loss": mtp_loss.item(), "lr": lr_at(step, steps),
                             "epoch": sampler.epoch, "elapsed_s": elapsed})
-            log(f"step {step + 1}/{steps} loss {main.item():.4f} mtp {mtp.item():.4f} lr {lr_at(step, steps):.2e} "
+            log(f"step {step + 1}/{steps} loss {main_loss.item():.4f} mtp {mtp_loss.item():.4f} lr {lr_at(step, steps):.2e} "
                 f"epoch {sampler.epoch} {(step + 1) * args.batch * args.seq_len / elapsed:,.0f} tok/s")
         if (step + 1) % args.eval_every == 0 or last:
-            sel = evaluate(model, val_stream, args.seq_len, args.batch, windows=SELECT_WINDOWS)
-            history.append({"step": step + 1, "select_val_loss": sel["loss"], "select_val_mtp_top1": sel["mtp_top1"]})
-            if sel["loss"] < best["loss"]:
-                best = {"loss": sel["loss"], "step": step + 1,
+            sel = evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
+            history.append({"step": step + 1, "select_val_objective": sel["objective"], "select_val_loss": sel["loss"],
+                            "select_val_reply_loss": sel["reply_loss"], "select_val_mtp_accept": sel["mtp_accept"]})
+            if sel["objective"] < best["objective"]:
+                best = {"objective": sel["objective"], "step": step + 1,
                         "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-            log(f"  select-val loss {sel['loss']:.4f} (ppl {sel['ppl']:.2f}) mtp top1 {sel['mtp_top1']:.3f} "
-                f"best @ {best['step']}")
+                stale = 0
+            else:
+                stale += 1
+            log(f"  select-val objective {sel['objective']:.4f} loss {sel['loss']:.4f} reply {sel['reply_loss'] or float('nan'):.4f} "
+                f"mtp accept {sel['mtp_accept']:.3f} best @ {best['step']}")
+            if args.patience and stale >= args.patience and not last:
+                stopped_early, stop_reason = step + 1, "patience"
+                log(f"early stop: {stale} evaluations without improvement; keeping step {best['step']}")
         if stopped_early:
             break
     sync(device)
@@ -311,10 +373,8 @@ def main() -> None:
     demo.round_to_checkpoint_dtypes(model)
     torch.backends.cuda.matmul.allow_tf32 = False   # full float32 for the reported numbers
     # Float32 arithmetic (no autocast) for the reported numbers, as qwenrt computes.
-    final = evaluate(model, val_stream, args.seq_len, args.batch, token_source=token_source, n_sources=len(sources),
-                     bf16=False)
-    final["ppl_by_source"] = dict(zip(sources, final["ppl_by_source"]))
-    final["tokens_by_source"] = dict(zip(sources, final["tokens_by_source"]))
+    final = {name: evaluate(model, split, args.seq_len, args.batch, roles["reply"], roles["prompt"], bf16=False)
+             for name, split in (("test", test), ("val", val))}
     log(f"final (best step {best['step']}, checkpoint dtypes): {json.dumps(final)}")
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -322,16 +382,16 @@ def main() -> None:
     (args.out / "config.json").write_text(json.dumps(demo.config_json(model.config), indent=2) + "\n")
     (args.out / "generation_config.json").write_text(json.dumps(demo.generation_config_json(special_ids), indent=2) + "\n")
     metrics = {
-        "seed": args.seed, "steps": steps, "stopped_early": stopped_early, "best_step": best["step"],
-        "size": args.size, "dims": dims.__dict__,
+        "seed": args.seed, "steps": steps, "stopped_early": stopped_early, "stop_reason": stop_reason,
+        "best_step": best["step"], "size": args.size, "dims": dims.__dict__,
         "parameters": n_params, "seq_len": args.seq_len, "batch": args.batch,
-        "tokens_seen": steps_done * args.batch * args.seq_len, "train_tokens": train_stream.numel(),
-        "epochs": steps_done * args.batch * args.seq_len / train_stream.numel(),
+        "tokens_seen": steps_done * args.batch * args.seq_len, "train_tokens": train.stream.numel(),
+        "epochs": steps_done * args.batch * args.seq_len / train.stream.numel(),
         "hyper": {"peak_lr": PEAK_LR, "min_lr_ratio": MIN_LR_RATIO, "warmup_fraction": WARMUP_FRACTION,
-                  "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "eval_every": args.eval_every,
-                  "select_windows": SELECT_WINDOWS},
+                  "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "prompt_weight": PROMPT_WEIGHT,
+                  "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS},
         "calibration": calibration, "train_seconds": train_seconds,
-        "total_seconds": time.perf_counter() - t_start, "val": final, "history": history,
+        "total_seconds": time.perf_counter() - t_start, "test": final["test"], "val": final["val"], "history": history,
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__,
                      "python": sys.version.split()[0]},
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
