@@ -282,9 +282,16 @@ class ServerTest(unittest.TestCase):
 
     # Batching
     def test_greedy_tokens_do_not_depend_on_the_load(self):
+        # The same tokens and bitwise the same logprobs (a float32 printed to round-trip) of each token.
         prompt = "Invariance: the same greedy answer whatever else runs."
-        kw = dict(model=self.model, max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
-        alone = self.client.completions.create(prompt=prompt, **kw).choices[0].text
+        kw = dict(model=self.model, max_tokens=40, temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+
+        def answer():
+            c = self.client.completions.create(prompt=prompt, **kw).choices[0]
+            return c.text, c.logprobs.token_logprobs, c.logprobs.top_logprobs
+
+        alone = answer()
+        self.assertEqual(len(alone[1]), 40)
 
         def other(i):
             return self.client.completions.create(model=self.model, prompt=f"Other request {i}: " + "words " * (i * 5), max_tokens=20 + i,
@@ -292,7 +299,7 @@ class ServerTest(unittest.TestCase):
 
         with ThreadPoolExecutor(16) as pool:
             others = [pool.submit(other, i) for i in range(15)]
-            together = pool.submit(lambda: self.client.completions.create(prompt=prompt, **kw).choices[0].text)
+            together = pool.submit(answer)
             for f in others:
                 f.result()
             self.assertEqual(together.result(), alone)
