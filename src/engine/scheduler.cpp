@@ -260,18 +260,25 @@ void Scheduler::admit(Running& running) {
     }
     Sequence& s = *front;
     if (cache_.free_slots() - reserved_slots(running) < s.request.n) break;
-    const int64_t cached = prefix_.match(s.request.prompt, s.prompt_size() - 1);
+    const int64_t B = cache_.block_size(), cached = prefix_.match(s.request.prompt, s.prompt_size() - 1);
+    // Blocks: this choice's growth to max_length past the cached prefix's full blocks, and each
+    // other choice's own blocks past the prompt's full blocks.
+    int64_t need = 0;
+    if (cache_.kv_bytes_per_token() > 0)
+      need = ceil_div(s.max_length(), B) - cached / B + s.forks_pending * (ceil_div(s.max_length(), B) - s.prompt_size() / B);
+    const int64_t outstanding = outstanding_blocks(running);
+    // (Optimistic by the cached prefix's blocks when only the cache holds them: checked exactly below.)
+    if (cache_.max_blocks() > 0 && need + outstanding > cache_.free_blocks() + prefix_.evictable_blocks()) break;
     const int slot = cache_.acquire();
     if (cached > 0) prefix_.restore(s.request.prompt, cached, slot);
-    const int64_t B = cache_.block_size();
-    int64_t need = cache_.blocks_needed(slot, s.max_length());
-    if (cache_.kv_bytes_per_token() > 0) need += s.forks_pending * (ceil_div(s.max_length(), B) - s.prompt_size() / B);
-    const int64_t want = need + outstanding_blocks(running);
-    if (cache_.max_blocks() > 0 && want > cache_.free_blocks() + prefix_.evictable_blocks()) {
-      cache_.release(slot);
-      break;
+    if (cache_.max_blocks() > 0) {
+      // The prefix is held by the slot now, so what eviction can free is exact.
+      if (need + outstanding > cache_.free_blocks() + prefix_.evictable_blocks()) {
+        cache_.release(slot);
+        break;
+      }
+      prefix_.evict_for_blocks(need + outstanding);
     }
-    if (cache_.max_blocks() > 0) prefix_.evict_for_blocks(want);
     prefix_.record_lookup(cached);
     s.slot = slot;
     s.prefilled = s.cached = cached;

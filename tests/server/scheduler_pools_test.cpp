@@ -76,8 +76,8 @@ TEST(SchedulerPools, ResumedFromThePrefixCacheBitwiseAsAFreshPrefill) {
     r.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
     return r;
   };
-  std::vector<std::vector<float>> resumed_rows, fresh_rows;
-  Result resumed, fresh;
+  std::vector<std::vector<float>> resumed_rows, fresh_rows, uncached_rows;
+  Result resumed, fresh, uncached;
   int64_t prefilled = 0;
   {
     Scheduler s = make(opt);
@@ -95,14 +95,24 @@ TEST(SchedulerPools, ResumedFromThePrefixCacheBitwiseAsAFreshPrefill) {
     Scheduler s = make(opt);
     fresh = collect(*s.submit(traced(fresh_rows)));
   }
+  {
+    // Without the cache the prompt is not cut at snapshot points (640 here): the same bits still.
+    SchedulerOptions off = opt;
+    off.prefix_cache_bytes = 0;
+    Scheduler s = make(off);
+    uncached = collect(*s.submit(traced(uncached_rows)));
+  }
   // The first request left snapshots at 128, 256, 384 and 448 (its last multiple of 64).
   EXPECT_EQ(resumed.finish.at(0).cached_tokens, 448);
   EXPECT_EQ(prefilled, 700 - 448);
   EXPECT_EQ(fresh.finish.at(0).cached_tokens, 0);
   EXPECT_EQ(resumed.text[0], fresh.text[0]);
   ASSERT_EQ(resumed_rows.size(), fresh_rows.size());
-  for (std::size_t t = 0; t < resumed_rows.size(); ++t)
+  ASSERT_EQ(uncached_rows.size(), fresh_rows.size());
+  for (std::size_t t = 0; t < resumed_rows.size(); ++t) {
     ASSERT_EQ(0, std::memcmp(resumed_rows[t].data(), fresh_rows[t].data(), resumed_rows[t].size() * sizeof(float))) << "logits of token " << t;
+    ASSERT_EQ(0, std::memcmp(uncached_rows[t].data(), fresh_rows[t].data(), fresh_rows[t].size() * sizeof(float))) << "logits of token " << t;
+  }
 }
 
 TEST(SchedulerPools, ChoicesSharePrefillAndSampleAsTheirOwnSeeds) {
