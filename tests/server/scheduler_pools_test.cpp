@@ -142,6 +142,50 @@ TEST(SchedulerPools, ChoicesSharePrefillAndSampleAsTheirOwnSeeds) {
   EXPECT_EQ(s.stats().free_slots, 4);
 }
 
+// The prefix cache's blocks come out of the KV pool: a request that needs them gets them back.
+TEST(SchedulerPools, AdmissionEvictsPrefixCacheBlocks) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 2;
+  opt.ctx_size = 512;
+  opt.kv_blocks = 8;  // one context
+  opt.prefill_chunk = opt.window_budget = 128;
+  opt.snapshot_interval = 128;
+  opt.prefix_cache_bytes = 64 << 20;
+  Scheduler s = make(opt);
+  const std::vector<int32_t> a = long_prompt(400);
+  collect(*s.submit(greedy(a, 4)));
+  ASSERT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  const SchedulerStats held = s.stats();
+  EXPECT_EQ(held.prefix.entries, 3);  // 128, 256 and 384 (also the last multiple of 64 before token 400)
+  EXPECT_EQ(held.kv_blocks_used, 6);  // the blocks of its first 384 tokens
+  std::vector<int32_t> b = long_prompt(401);
+  b.erase(b.begin());                                   // shares no prefix with a
+  const Result r = collect(*s.submit(greedy(b, 100)));  // 500 tokens: all 8 blocks
+  EXPECT_EQ(r.finish.at(0).finish, FinishReason::Length);
+  EXPECT_EQ(r.finish.at(0).cached_tokens, 0);
+  EXPECT_GT(s.stats().prefix.evictions, 0);
+}
+
+// Cancelling a request of n choices before its prompt is in ends every choice and frees everything.
+TEST(SchedulerPools, CancelledChoicesAllFinish) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 4;
+  opt.prefill_chunk = opt.window_budget = 64;  // a prefill of several iterations
+  Scheduler s = make(opt);
+  GenerationRequest r = greedy(long_prompt(600), 50);
+  r.n = 3;
+  auto h = s.submit(std::move(r));
+  h->cancel();
+  const Result out = collect(*h);
+  ASSERT_EQ(out.finish.size(), 3u);
+  for (const auto& [choice, e] : out.finish) EXPECT_EQ(e.finish, FinishReason::Cancelled) << "choice " << choice;
+  EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  EXPECT_EQ(s.stats().free_slots, 4);
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+}
+
 TEST(SchedulerPools, LogprobsAreTheRawDistributions) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
   Scheduler s = make({});
