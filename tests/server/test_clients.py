@@ -461,7 +461,7 @@ class LimitsTest(unittest.TestCase):
         server = Server("--max-seqs", "1", "--max-queue", "1")
         try:
             def call(i):
-                return server.request("POST", "/v1/completions", {"prompt": f"flood {i}", "max_tokens": 200, "ignore_eos": True})
+                return server.request("POST", "/v1/completions", {"prompt": f"flood {i}", "max_tokens": 64, "ignore_eos": True})
 
             with ThreadPoolExecutor(8) as pool:
                 results = list(pool.map(call, range(8)))
