@@ -1,22 +1,41 @@
 #include "cache/model_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
 namespace qwenrt {
 
-ModelCache::ModelCache(const CacheShape& shape, int max_sequences, int64_t block_size, bool host_storage)
+ModelCache::ModelCache(const CacheShape& shape, int max_sequences, int64_t block_size, bool host_storage, int64_t max_blocks)
     : block_size_(block_size),
       n_attn_(shape.attention_layers),
       n_gdn_(shape.deltanet_layers),
       kv_row_(shape.kv_row),
       conv_floats_(shape.conv_floats),
       recurrent_floats_(shape.recurrent_floats),
-      slots_(static_cast<std::size_t>(max_sequences)),
-      host_storage_(host_storage) {
+      slots_(static_cast<std::size_t>(std::max(max_sequences, 0))),
+      host_storage_(host_storage),
+      max_blocks_(max_blocks) {
   if (max_sequences < 1) fail("cache needs at least one sequence slot");
   if (block_size < 1) fail("cache block size must be positive");
+  if (max_blocks < 0 || max_blocks > INT32_MAX) fail("cache block pool size ", max_blocks, " is out of range");
+  if (host_storage_) {
+    // Left uninitialised: the pages become resident as sequences use them.
+    if (max_blocks_ > 0 && n_attn_ > 0) pool_.reset(new float[static_cast<std::size_t>(max_blocks_ * n_attn_ * 2 * block_size_ * kv_row_)]);
+    if (state_floats() > 0) states_.reset(new float[static_cast<std::size_t>(state_floats() * max_sequences)]);
+  }
+}
+
+ModelCache::Slot& ModelCache::used_slot(int slot) {
+  if (slot < 0 || slot >= max_sequences()) fail("sequence slot ", slot, " does not exist");
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
+  return s;
+}
+
+void ModelCache::require_host(const char* what) const {
+  if (!host_storage_) fail("this cache keeps its tensors on a device; ", what, " needs them on the host");
 }
 
 int ModelCache::acquire() {
@@ -25,64 +44,154 @@ int ModelCache::acquire() {
     if (s.in_use) continue;
     s.in_use = true;
     s.length = 0;
-    if (host_storage_) {
-      s.conv.assign(static_cast<std::size_t>(conv_floats_ * n_gdn_), 0.0f);
-      s.recurrent.assign(static_cast<std::size_t>(recurrent_floats_ * n_gdn_), 0.0f);
-    }
+    if (host_storage_ && state_floats() > 0) std::fill_n(slot_state(static_cast<int>(i)), state_floats(), 0.0f);
     return static_cast<int>(i);
   }
   fail("all ", slots_.size(), " sequence slots are in use");
 }
 
+int ModelCache::free_slots() const {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.in_use; }));
+}
+
 void ModelCache::release(int slot) {
-  Slot& s = slots_.at(static_cast<std::size_t>(slot));
-  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
-  free_blocks_.insert(free_blocks_.end(), s.blocks.begin(), s.blocks.end());
+  Slot& s = used_slot(slot);
+  release_blocks(s.blocks);
   s = Slot{};
 }
 
 int64_t ModelCache::length(int slot) const { return slots_.at(static_cast<std::size_t>(slot)).length; }
 
 int ModelCache::allocate_block() {
+  int b;
   if (!free_blocks_.empty()) {
-    int b = free_blocks_.back();
+    b = free_blocks_.back();
     free_blocks_.pop_back();
-    return b;
+  } else {
+    if (max_blocks_ > 0 && block_count_ >= max_blocks_) fail("the KV cache is full (", max_blocks_, " blocks of ", block_size_, " tokens)");
+    if (host_storage_ && max_blocks_ == 0)
+      blocks_.push_back(std::make_unique<float[]>(static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_)));
+    b = block_count_++;
+    refs_.push_back(0);
   }
-  if (host_storage_) blocks_.push_back(std::make_unique<float[]>(static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_)));
-  return block_count_++;
+  refs_[static_cast<std::size_t>(b)] = 1;
+  ++blocks_in_use_;
+  return b;
+}
+
+void ModelCache::retain_blocks(const std::vector<int>& blocks) {
+  for (int b : blocks) {
+    if (b < 0 || b >= block_count_ || refs_[static_cast<std::size_t>(b)] < 1) fail("internal: KV block ", b, " is not held");
+    ++refs_[static_cast<std::size_t>(b)];
+  }
+}
+
+void ModelCache::release_blocks(const std::vector<int>& blocks) {
+  for (int b : blocks) {
+    if (b < 0 || b >= block_count_ || refs_[static_cast<std::size_t>(b)] < 1) fail("internal: KV block ", b, " is not held");
+    if (--refs_[static_cast<std::size_t>(b)] == 0) {
+      free_blocks_.push_back(b);
+      --blocks_in_use_;
+    }
+  }
 }
 
 void ModelCache::extend(int slot, int64_t new_length) {
-  Slot& s = slots_.at(static_cast<std::size_t>(slot));
-  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
-  if (n_attn_ > 0)
+  Slot& s = used_slot(slot);
+  if (n_attn_ > 0) {
+    // A partly filled last block that another holder shares is copied before rows go into it.
+    if (new_length > s.length && s.length % block_size_ != 0 && refs_[static_cast<std::size_t>(s.blocks.back())] > 1) {
+      const int own = allocate_block();
+      if (host_storage_) std::memcpy(block_data(own), block_data(s.blocks.back()), kv_bytes_per_block());
+      release_blocks({s.blocks.back()});
+      s.blocks.back() = own;
+    }
     while (static_cast<int64_t>(s.blocks.size()) * block_size_ < new_length) s.blocks.push_back(allocate_block());
+  }
   s.length = new_length;
 }
 
+float* ModelCache::block_data(int block) {
+  const std::size_t floats = static_cast<std::size_t>(n_attn_ * 2 * block_size_ * kv_row_);
+  return max_blocks_ > 0 ? pool_.get() + static_cast<std::size_t>(block) * floats : blocks_[static_cast<std::size_t>(block)].get();
+}
+
 float* ModelCache::kv(int attn_layer, int slot, int64_t position, int which) {
-  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
+  require_host("the CPU path");
   const Slot& s = slots_[static_cast<std::size_t>(slot)];
-  float* block = blocks_[static_cast<std::size_t>(s.blocks[static_cast<std::size_t>(position / block_size_)])].get();
+  float* block = block_data(s.blocks[static_cast<std::size_t>(position / block_size_)]);
   return block + ((attn_layer * 2 + which) * block_size_ + position % block_size_) * kv_row_;
 }
 
 float* ModelCache::key(int attn_layer, int slot, int64_t position) { return kv(attn_layer, slot, position, 0); }
 float* ModelCache::value(int attn_layer, int slot, int64_t position) { return kv(attn_layer, slot, position, 1); }
 
+float* ModelCache::slot_state(int slot) { return states_.get() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(state_floats()); }
+
 float* ModelCache::conv_state(int gdn_layer, int slot) {
-  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
-  return slots_[static_cast<std::size_t>(slot)].conv.data() + gdn_layer * conv_floats_;
+  require_host("the CPU path");
+  return slot_state(slot) + gdn_layer * conv_floats_;
 }
 float* ModelCache::recurrent_state(int gdn_layer, int slot) {
-  if (!host_storage_) fail("this cache keeps its tensors on a device; the CPU path cannot read them");
-  return slots_[static_cast<std::size_t>(slot)].recurrent.data() + gdn_layer * recurrent_floats_;
+  require_host("the CPU path");
+  return slot_state(slot) + n_gdn_ * conv_floats_ + gdn_layer * recurrent_floats_;
 }
 
-std::size_t ModelCache::state_bytes_per_sequence() const {
-  return static_cast<std::size_t>((conv_floats_ + recurrent_floats_) * n_gdn_) * sizeof(float);
+std::vector<int> ModelCache::share_blocks(int slot, int64_t tokens) {
+  const Slot& s = used_slot(slot);
+  if (tokens < 0 || tokens > s.length) fail("internal: cannot share ", tokens, " tokens of a sequence of ", s.length);
+  std::vector<int> blocks(s.blocks.begin(), s.blocks.begin() + static_cast<long>((tokens + block_size_ - 1) / block_size_));
+  if (n_attn_ == 0) blocks.clear();
+  retain_blocks(blocks);
+  return blocks;
 }
+
+void ModelCache::attach_prefix(int slot, const std::vector<int>& blocks, int64_t tokens) {
+  require_host("sharing a prefix");  // extend() copies shared blocks on the host only
+  Slot& s = used_slot(slot);
+  if (s.length != 0 || !s.blocks.empty()) fail("internal: a prefix goes into a fresh slot");
+  if (n_attn_ > 0 && static_cast<int64_t>(blocks.size()) != (tokens + block_size_ - 1) / block_size_)
+    fail("internal: ", blocks.size(), " blocks do not hold ", tokens, " tokens");
+  if (n_attn_ > 0) {
+    retain_blocks(blocks);
+    s.blocks = blocks;
+  }
+  s.length = tokens;
+}
+
+int64_t ModelCache::blocks_needed(int slot, int64_t new_length) const {
+  const Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  if (n_attn_ == 0) return 0;
+  const int64_t have = static_cast<int64_t>(s.blocks.size());
+  int64_t need = std::max<int64_t>(0, (new_length + block_size_ - 1) / block_size_ - have);
+  if (new_length > s.length && s.length % block_size_ != 0 && refs_[static_cast<std::size_t>(s.blocks.back())] > 1) ++need;  // copy on write
+  return need;
+}
+
+void ModelCache::save_state(int slot, float* dst) const {
+  require_host("saving a state");
+  const_cast<ModelCache*>(this)->used_slot(slot);
+  const float* src = states_.get() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(state_floats());
+  std::copy_n(src, state_floats(), dst);
+}
+
+void ModelCache::load_state(int slot, const float* src) {
+  require_host("loading a state");
+  used_slot(slot);
+  std::copy_n(src, state_floats(), slot_state(slot));
+}
+
+void ModelCache::fork(int from, int to) {
+  require_host("forking a sequence");
+  if (to == from) fail("internal: a sequence cannot fork into its own slot");
+  const int64_t n = used_slot(from).length;
+  std::vector<int> blocks = share_blocks(from, n);
+  attach_prefix(to, blocks, n);
+  release_blocks(blocks);
+  std::copy_n(slot_state(from), state_floats(), slot_state(to));
+}
+
+std::size_t ModelCache::state_bytes_per_sequence() const { return static_cast<std::size_t>(state_floats()) * sizeof(float); }
 std::size_t ModelCache::kv_bytes_per_token() const { return static_cast<std::size_t>(n_attn_ * 2 * kv_row_) * sizeof(float); }
 
 }  // namespace qwenrt

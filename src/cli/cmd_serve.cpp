@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -18,6 +20,55 @@
 #include "server/http_server.h"
 
 namespace qwenrt::cli {
+
+namespace {
+
+std::string mib(std::size_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
+
+std::size_t available_host_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::size_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// The KV pool and the prefix cache, sized once at start-up. The pool: --kv-bytes, else --max-seqs
+// full contexts; on the CPU at most 3/4 of the memory left after the weights (MemAvailable now),
+// so admission, not the OS, says no. (On a GPU the default is not yet checked against the device's
+// free memory: the pool is allocated at the first step, and a pool too large fails there.) The prefix cache: --cache-bytes (default 1/4 of the pool,
+// at least 64 MiB; its KV blocks come out of the pool, its snapshots on top; 0 turns it off).
+void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions& sched) {
+  const ModelCache probe = model.new_cache(1);
+  const bool cpu = model.device().kind == DeviceSpec::Kind::Cpu;
+  const std::size_t block_bytes = probe.kv_bytes_per_block() / (cpu ? 1 : 2);  // f32 on the CPU, bf16 on a GPU
+  const int64_t per_context = (sched.ctx_size + Qwen35Model::kCacheBlockSize - 1) / Qwen35Model::kCacheBlockSize;
+  int64_t blocks = per_context * sched.max_seqs;
+  if (opt.has("kv-bytes")) {
+    blocks = block_bytes ? opt.integer_or("kv-bytes", 0, 1, int64_t{1} << 50) / static_cast<int64_t>(block_bytes) : blocks;
+  } else if (cpu && block_bytes > 0) {
+    const std::size_t left = available_host_memory() / 4 * 3;
+    const std::size_t state = probe.state_bytes_per_sequence() * static_cast<std::size_t>(sched.max_seqs);
+    if (left > state && static_cast<std::size_t>(blocks) * block_bytes > left - state) {
+      blocks = static_cast<int64_t>((left - state) / block_bytes);
+      std::fprintf(stderr, "qwenrt serve: the KV pool is %s, what memory allows (%d full contexts would need %s)\n",
+                   mib(static_cast<std::size_t>(blocks) * block_bytes).c_str(), sched.max_seqs,
+                   mib(per_context * sched.max_seqs * block_bytes).c_str());
+    }
+  }
+  if (blocks < per_context) fail("serve: the KV pool (", blocks, " blocks) does not hold one --ctx-size context of ", sched.ctx_size, " tokens");
+  sched.kv_blocks = blocks;
+  const std::size_t default_cache = std::max<std::size_t>(std::size_t{64} << 20, static_cast<std::size_t>(blocks) * block_bytes / 4);
+  sched.prefix_cache_bytes = static_cast<std::size_t>(opt.integer_or("cache-bytes", static_cast<int64_t>(default_cache), 0, int64_t{1} << 50));
+  if (!cpu && sched.prefix_cache_bytes > 0) {
+    if (opt.has("cache-bytes")) std::fprintf(stderr, "qwenrt serve: the prefix cache runs on the CPU only for now; off\n");
+    sched.prefix_cache_bytes = 0;
+  }
+  sched.snapshot_interval = opt.integer_or("snapshot-interval", 2048, 1, int64_t{1} << 30);
+}
+
+}  // namespace
 
 int run_serve(const Args& args) {
   // SIGINT / SIGTERM are taken by sigwait below (blocked in every thread started from here on); a
@@ -31,7 +82,7 @@ int run_serve(const Args& args) {
 
   Options opt("serve",
               {"model", "device", "host", "port", "api-key", "max-seqs", "ctx-size", "max-queue", "threads", "http-threads", "prefill-chunk",
-               "max-body-bytes"},
+               "max-body-bytes", "kv-bytes", "cache-bytes", "snapshot-interval"},
               {}, {{"-m", "model"}});
   opt.parse(args);
   apply_threads(opt);
@@ -58,12 +109,16 @@ int run_serve(const Args& args) {
   TextSession session(model_dir, false, device);
   const int64_t max_pos = session.model().config().max_position_embeddings;
   sched.ctx_size = opt.integer_or("ctx-size", std::min<int64_t>(max_pos, 8192), 16, max_pos);
+  plan_memory(opt, session.model(), sched);
   server::ServedModel served{session, std::filesystem::path(model_dir).lexically_normal().filename().string(), sched.ctx_size, {}};
+  served.limits.max_n = sched.max_seqs;
   if (served.id.empty()) served.id = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
   Scheduler scheduler(session.model(), session.tokenizer(), session.stop_ids(), sched, ThreadPool::global());
   server.set_model(&served, &scheduler);
-  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld)\n", url.c_str(), served.id.c_str(),
-              session.model().device_description().c_str(), sched.max_seqs, static_cast<long long>(sched.ctx_size));
+  const SchedulerStats st = scheduler.stats();
+  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s)\n", url.c_str(),
+              served.id.c_str(), session.model().device_description().c_str(), sched.max_seqs, static_cast<long long>(sched.ctx_size),
+              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str());
   std::fflush(stdout);
 
   int sig = 0;

@@ -26,6 +26,7 @@ const char* kUsage =
     "  chat      --model DIR [same sampling options] [--system S] [--no-think]\n"
     "  serve     [--model DIR] [--device cpu|cuda[:N]] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "            [--max-seqs N] [--ctx-size N] [--max-queue N]  (OpenAI and Anthropic HTTP APIs)\n"
+    "            [--kv-bytes N] [--cache-bytes N] [--snapshot-interval N]  (KV pool, prefix cache; docs/server.md)\n"
     "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
 
 }  // namespace

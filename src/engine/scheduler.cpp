@@ -7,6 +7,8 @@
 
 namespace qwenrt {
 
+using Clock = std::chrono::steady_clock;
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::Stop: return "stop";
@@ -35,23 +37,44 @@ void RequestHandle::push(GenerationEvent&& event) {
   {
     std::lock_guard lock(mutex_);
     if (finished_) return;
-    if (event.finished) finished_ = true;
+    if (event.finished && --open_choices_ == 0) event.last = finished_ = true;
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
 }
 
+namespace {
+SamplingParams choice_sampling(SamplingParams p, int choice) {
+  p.seed += static_cast<uint64_t>(choice);  // each choice its own stream
+  return p;
+}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
 struct Scheduler::Sequence {
-  Sequence(const text::Tokenizer& tokenizer, GenerationRequest&& r, std::shared_ptr<RequestHandle> h)
-      : request(std::move(r)), handle(std::move(h)), sampler(request.sampling), text(tokenizer, request.output) {}
+  Sequence(const text::Tokenizer& tokenizer, GenerationRequest r, std::shared_ptr<RequestHandle> h, int choice)
+      : request(std::move(r)),
+        handle(std::move(h)),
+        sampler(choice_sampling(request.sampling, choice)),
+        text(tokenizer, request.output),
+        choice(choice),
+        submitted(Clock::now()) {}
+  int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
+  int64_t max_length() const { return prompt_size() + request.max_tokens; }
+
   GenerationRequest request;
   std::shared_ptr<RequestHandle> handle;
   Sampler sampler;
   TextOutput text;
+  int choice = 0;
   int slot = -1;
-  std::size_t prefilled = 0;  // prompt tokens in the cache
+  int64_t prefilled = 0;  // prompt tokens in the cache
+  int64_t cached = 0;     // of which resumed from the prefix cache
+  int forks_pending = 0;  // choices still to fork from this one when its prompt is in
   std::vector<int32_t> output;
+  std::vector<TokenLogprob> logprobs;  // not yet sent
   bool done = false;
+  Clock::time_point submitted, last_token;
 };
 
 Scheduler::Scheduler(const Qwen35Model& model, const text::Tokenizer& tokenizer, std::vector<int32_t> model_stop_ids, const SchedulerOptions& options,
@@ -61,9 +84,23 @@ Scheduler::Scheduler(const Qwen35Model& model, const text::Tokenizer& tokenizer,
       stop_ids_(std::move(model_stop_ids)),
       options_(options),
       pool_(pool),
-      cache_(model.new_cache(options.max_seqs)) {
-  if (options_.max_seqs < 1 || options_.ctx_size < 2 || options_.max_queue < 0 || options_.prefill_chunk < 1 || options_.window_budget < 1)
-    fail("scheduler: invalid options");
+      cache_([&] {
+        if (options.max_seqs < 1 || options.ctx_size < 2 || options.max_queue < 0 || options.prefill_chunk < 1 || options.window_budget < 1 ||
+            options.kv_blocks < 0 || options.snapshot_interval < 1)
+          fail("scheduler: invalid options");
+        // The pool holds at least one full context, so every request that passes submit() fits alone.
+        const int64_t per_context = ceil_div(options.ctx_size, Qwen35Model::kCacheBlockSize);
+        const int64_t blocks = options.kv_blocks > 0 ? std::max(options.kv_blocks, per_context) : per_context * options.max_seqs;
+        return model.new_cache(options.max_seqs, blocks);
+      }()),
+      prefix_(cache_, options.prefix_cache_bytes) {
+  align_ = options_.prefill_chunk % Qwen35Model::kWindowChunk == 0 ? Qwen35Model::kWindowChunk : options_.prefill_chunk;
+  options_.snapshot_interval = ceil_div(options_.snapshot_interval, align_) * align_;
+  options_.kv_blocks = cache_.max_blocks();
+  totals_.kv_blocks = cache_.max_blocks();
+  totals_.kv_bytes_per_block = cache_.kv_bytes_per_block();
+  totals_.state_bytes_per_slot = cache_.state_bytes_per_sequence();
+  totals_.free_slots = options_.max_seqs;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -84,22 +121,30 @@ std::shared_ptr<RequestHandle> Scheduler::submit(GenerationRequest request) {
     if (id < 0 || id >= vocab)
       throw SubmitError(K::Invalid, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   if (request.max_tokens < 1) throw SubmitError(K::Invalid, "max_tokens must be at least 1");
+  if (request.n < 1 || request.n > options_.max_seqs)
+    throw SubmitError(K::Invalid, "n must be between 1 and " + std::to_string(options_.max_seqs) + " (--max-seqs)");
+  if (request.n > 1 && !cache_.host_storage()) throw SubmitError(K::Invalid, "n > 1 runs on the CPU only for now");
   try {
     request.sampling.validate();
   } catch (const Error& e) {
     throw SubmitError(K::Invalid, e.what());
   }
-  const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size()), need = prompt + request.max_tokens;
   if (need > options_.ctx_size)
-    throw SubmitError(K::TooLong, "the prompt (" + std::to_string(request.prompt.size()) + " tokens) plus max_tokens (" +
-                                      std::to_string(request.max_tokens) + ") is more than the context of " + std::to_string(options_.ctx_size) +
-                                      " tokens");
+    throw SubmitError(K::TooLong, "the prompt (" + std::to_string(prompt) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) +
+                                      ") is more than the context of " + std::to_string(options_.ctx_size) + " tokens");
+  const int64_t B = cache_.block_size(), n = request.n;
+  if (cache_.kv_bytes_per_token() > 0 && n * ceil_div(need, B) - (n - 1) * (prompt / B) > cache_.max_blocks())
+    throw SubmitError(K::TooLong, std::to_string(n) + " choices of " + std::to_string(need) + " tokens do not fit the KV pool of " +
+                                      std::to_string(cache_.max_blocks() * B) + " tokens");
   auto handle = std::make_shared<RequestHandle>();
-  auto seq = std::make_unique<Sequence>(tokenizer_, std::move(request), handle);
+  handle->open_choices_ = request.n;
+  auto seq = std::make_unique<Sequence>(tokenizer_, std::move(request), handle, 0);
+  seq->forks_pending = seq->request.n - 1;
   {
     std::lock_guard lock(mutex_);
     if (closed_) throw SubmitError(K::Closed, "the server is shutting down");
-    // Requests that a free slot takes at the next iteration do not count against max_queue.
+    // Requests that free slots take at the next iteration do not count against max_queue.
     const int free_slots = std::max(0, options_.max_seqs - running_count_);
     if (static_cast<int>(waiting_.size()) >= options_.max_queue + free_slots)
       throw SubmitError(K::QueueFull, "too many requests waiting (" + std::to_string(waiting_.size()) + ")");
@@ -124,13 +169,22 @@ SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
   SchedulerStats s = totals_;
   s.waiting = static_cast<int>(waiting_.size());
-  s.running = running_count_;
-  s.free_slots = options_.max_seqs - running_count_;
   return s;
 }
 
+void Scheduler::publish(const Running& running) {
+  std::lock_guard lock(mutex_);
+  running_count_ = static_cast<int>(running.size());
+  totals_.running = running_count_;
+  totals_.free_slots = cache_.free_slots();
+  totals_.kv_blocks_used = cache_.blocks_in_use();
+  totals_.prefix = prefix_.stats();
+  totals_.finished = finished_;
+  if (waiting_.empty() && running.empty()) idle_cv_.notify_all();
+}
+
 void Scheduler::loop() {
-  std::vector<std::unique_ptr<Sequence>> running;
+  Running running;
   while (true) {
     {
       std::unique_lock lock(mutex_);
@@ -155,27 +209,47 @@ void Scheduler::loop() {
     running.resize(kept);
     {
       std::lock_guard lock(mutex_);
-      running_count_ = static_cast<int>(running.size());
       ++totals_.steps;
-      if (waiting_.empty() && running.empty()) idle_cv_.notify_all();
     }
+    publish(running);
   }
   // Stopped: whatever is left ends as cancelled.
   std::deque<std::unique_ptr<Sequence>> waiting;
   {
     std::lock_guard lock(mutex_);
     waiting.swap(waiting_);
-    running_count_ = 0;
   }
-  for (auto& s : running)
+  for (auto& s : running) {
     if (!s->done) finish(*s, FinishReason::Cancelled);
+    cache_.release(s->slot);
+  }
+  running.clear();
   for (auto& s : waiting) finish(*s, FinishReason::Cancelled);
-  idle_cv_.notify_all();
+  publish(running);
 }
 
-// Admission: a slot per sequence, in arrival order. (Pools of KV blocks and DeltaNet states and the
-// prefix cache will decide here: how much of the prompt is already cached, whether memory is left.)
-void Scheduler::admit(std::vector<std::unique_ptr<Sequence>>& running) {
+// Blocks the running sequences may still take from the pool (their reservations less what they hold).
+int64_t Scheduler::outstanding_blocks(const Running& running) const {
+  const int64_t B = cache_.block_size();
+  int64_t n = 0;
+  for (const auto& s : running) {
+    if (s->done) continue;
+    n += cache_.blocks_needed(s->slot, s->max_length());
+    if (cache_.kv_bytes_per_token() > 0) n += s->forks_pending * (ceil_div(s->max_length(), B) - s->prompt_size() / B);
+  }
+  return n;
+}
+
+int Scheduler::reserved_slots(const Running& running) const {
+  int n = 0;
+  for (const auto& s : running) n += s->done ? 0 : s->forks_pending;
+  return n;
+}
+
+// Admission, in arrival order: a request runs when its choices' slots and KV blocks (prompt +
+// max_tokens each, less what a cached prefix already holds) fit beside the reservations of those
+// running; least recently used prefix-cache entries give their blocks back. Else it waits.
+void Scheduler::admit(Running& running) {
   std::lock_guard lock(mutex_);
   while (!waiting_.empty()) {
     auto& front = waiting_.front();
@@ -184,30 +258,120 @@ void Scheduler::admit(std::vector<std::unique_ptr<Sequence>>& running) {
       waiting_.pop_front();
       continue;
     }
-    if (static_cast<int>(running.size()) >= options_.max_seqs) break;
-    front->slot = cache_.acquire();
-    totals_.prompt_tokens += static_cast<int64_t>(front->request.prompt.size());
+    Sequence& s = *front;
+    if (cache_.free_slots() - reserved_slots(running) < s.request.n) break;
+    const int64_t B = cache_.block_size(), cached = prefix_.match(s.request.prompt, s.prompt_size() - 1);
+    // Blocks: this choice's growth to max_length past the cached prefix's full blocks, and each
+    // other choice's own blocks past the prompt's full blocks.
+    int64_t need = 0;
+    if (cache_.kv_bytes_per_token() > 0)
+      need = ceil_div(s.max_length(), B) - cached / B + s.forks_pending * (ceil_div(s.max_length(), B) - s.prompt_size() / B);
+    const int64_t outstanding = outstanding_blocks(running);
+    // (Optimistic by the cached prefix's blocks when only the cache holds them: checked exactly below.)
+    if (cache_.max_blocks() > 0 && need + outstanding > cache_.free_blocks() + prefix_.evictable_blocks()) break;
+    const int slot = cache_.acquire();
+    if (cached > 0) prefix_.restore(s.request.prompt, cached, slot);
+    if (cache_.max_blocks() > 0) {
+      // The prefix is held by the slot now, so what eviction can free is exact.
+      if (need + outstanding > cache_.free_blocks() + prefix_.evictable_blocks()) {
+        cache_.release(slot);
+        break;
+      }
+      prefix_.evict_for_blocks(need + outstanding);
+    }
+    prefix_.record_lookup(cached);
+    s.slot = slot;
+    s.prefilled = s.cached = cached;
+    totals_.prompt_tokens += s.prompt_size();
+    totals_.cached_tokens += cached;
     running.push_back(std::move(front));
     waiting_.pop_front();
   }
-  running_count_ = static_cast<int>(running.size());
 }
 
-void Scheduler::decode(std::vector<std::unique_ptr<Sequence>>& running) {
+Step Scheduler::plan_decode(const Running& running, std::vector<Sequence*>& seqs) const {
   Step step{Phase::Decode, {}, false};
-  std::vector<Sequence*> seqs;
-  for (auto& s : running) {
-    if (s->done || s->prefilled < s->request.prompt.size()) continue;
+  for (const auto& s : running) {
+    if (s->done || s->prefilled < s->prompt_size()) continue;
     step.sequences.push_back({s->slot, {s->output.back()}, {}, {}});
     seqs.push_back(s.get());
   }
+  return step;
+}
+
+// Where the next prompt chunk of `s` ends: the next multiple of prefill_chunk, or (with the prefix
+// cache) the next snapshot point: a multiple of snapshot_interval, or the prompt's last multiple of
+// align() before its last token. All are multiples of align(), so the split changes no bits.
+int64_t Scheduler::next_chunk_end(const Sequence& s) const {
+  const int64_t n = s.prompt_size(), p = s.prefilled, chunk = options_.prefill_chunk;
+  int64_t end = std::min(n, (p / chunk + 1) * chunk);
+  if (prefix_.enabled()) {
+    const int64_t interval = options_.snapshot_interval, last = (n - 1) / align_ * align_;
+    end = std::min(end, (p / interval + 1) * interval);
+    if (last > p) end = std::min(end, last);
+  }
+  return end;
+}
+
+Step Scheduler::plan_window(const Running& running, std::vector<Sequence*>& seqs) const {
+  Step step{Phase::Window, {}, false};
+  int64_t budget = options_.window_budget;
+  for (const auto& s : running) {
+    if (s->done || s->prefilled >= s->prompt_size()) continue;
+    const int64_t end = next_chunk_end(*s), rows = end - s->prefilled;
+    if (rows > budget && !seqs.empty()) continue;
+    budget -= rows;
+    const auto& prompt = s->request.prompt;
+    step.sequences.push_back({s->slot, {prompt.begin() + s->prefilled, prompt.begin() + end}, {}, {}});
+    seqs.push_back(s.get());
+    if (budget <= 0) break;
+  }
+  return step;
+}
+
+void Scheduler::decode(Running& running) {
+  std::vector<Sequence*> seqs;
+  const Step step = plan_decode(running, seqs);
   if (!run_step(step, seqs)) return;
   for (std::size_t i = 0; i < seqs.size(); ++i) sample(*seqs[i], i);
+}
+
+void Scheduler::window(Running& running) {
+  std::vector<Sequence*> seqs;
+  const Step step = plan_window(running, seqs);
+  if (!run_step(step, seqs)) return;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& sq : step.sequences) totals_.prefill_tokens += static_cast<int64_t>(sq.tokens.size());
+  }
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    s.prefilled += static_cast<int64_t>(step.sequences[i].tokens.size());
+    const int64_t n = s.prompt_size();
+    if (prefix_.enabled() && (s.prefilled % options_.snapshot_interval == 0 || s.prefilled == (n - 1) / align_ * align_))
+      prefix_.insert(std::span<const int32_t>(s.request.prompt).first(static_cast<std::size_t>(s.prefilled)), s.slot);
+    if (s.prefilled < n) continue;
+    // The prompt is in: the other choices start from copies of this sequence, all from this row.
+    std::vector<Sequence*> choices{&s};
+    for (int c = 1; c <= s.forks_pending; ++c) {
+      auto sibling = std::make_unique<Sequence>(tokenizer_, s.request, s.handle, c);
+      sibling->slot = cache_.acquire();
+      cache_.fork(s.slot, sibling->slot);
+      sibling->prefilled = s.prefilled;
+      sibling->cached = s.cached;
+      sibling->submitted = s.submitted;
+      choices.push_back(sibling.get());
+      running.push_back(std::move(sibling));
+    }
+    s.forks_pending = 0;
+    for (Sequence* c : choices) sample(*c, i);
+  }
 }
 
 bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs) {
   if (seqs.empty()) return false;
   try {
+    if (options_.before_step) options_.before_step(step);
     model_.forward(step, cache_, pool_, out_);
   } catch (const std::exception& e) {
     fail_step(seqs, e);
@@ -218,42 +382,26 @@ bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs) {
 
 void Scheduler::sample(Sequence& s, std::size_t row) {
   const std::size_t V = static_cast<std::size_t>(model_.config().vocab_size);
-  const SampledToken t = s.sampler.sample({out_.logits.data() + row * V, V}, s.request.prompt, s.output);
-  on_token(s, t.id);
+  const std::span<const float> logits(out_.logits.data() + row * V, V);
+  if (s.request.on_logits) s.request.on_logits(s.choice, logits);
+  on_token(s, s.sampler.sample(logits, s.request.prompt, s.output));
 }
 
-void Scheduler::window(std::vector<std::unique_ptr<Sequence>>& running) {
-  Step step{Phase::Window, {}, false};
-  std::vector<Sequence*> seqs;
-  int64_t budget = options_.window_budget;
-  for (auto& s : running) {
-    const std::size_t n = s->request.prompt.size();
-    if (s->done || s->prefilled >= n) continue;
-    // Chunks end at multiples of prefill_chunk whatever else runs.
-    const std::size_t chunk = static_cast<std::size_t>(options_.prefill_chunk);
-    const std::size_t end = std::min(n, (s->prefilled / chunk + 1) * chunk);
-    const int64_t rows = static_cast<int64_t>(end - s->prefilled);
-    if (rows > budget && !seqs.empty()) continue;
-    budget -= rows;
-    step.sequences.push_back(
-        {s->slot, {s->request.prompt.begin() + static_cast<long>(s->prefilled), s->request.prompt.begin() + static_cast<long>(end)}, {}, {}});
-    seqs.push_back(s.get());
-    if (budget <= 0) break;
-  }
-  if (!run_step(step, seqs)) return;
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    Sequence& s = *seqs[i];
-    s.prefilled += step.sequences[i].tokens.size();
-    if (s.prefilled < s.request.prompt.size()) continue;
-    sample(s, i);
-  }
-}
-
-void Scheduler::on_token(Sequence& s, int32_t token) {
-  s.output.push_back(token);
+void Scheduler::on_token(Sequence& s, const SampledToken& t) {
+  const int32_t token = t.id;
+  const auto now = Clock::now();
   {
     std::lock_guard lock(mutex_);
     ++totals_.generated_tokens;
+    if (s.output.empty()) totals_.time_to_first_token.add(std::chrono::duration<double>(now - s.submitted).count());
+    else totals_.inter_token_latency.add(std::chrono::duration<double>(now - s.last_token).count());
+  }
+  s.last_token = now;
+  s.output.push_back(token);
+  if (s.request.sampling.logprobs || s.request.sampling.top_logprobs > 0) {
+    TokenLogprob lp{token, tokenizer_.token_bytes(token), t.logprob, {}};
+    for (const auto& [id, logprob] : t.top) lp.top.push_back({id, tokenizer_.token_bytes(id), logprob});
+    s.logprobs.push_back(std::move(lp));
   }
   const bool stop_id = std::find(s.request.stop_ids.begin(), s.request.stop_ids.end(), token) != s.request.stop_ids.end() ||
                        (!s.request.ignore_eos && std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end());
@@ -263,7 +411,12 @@ void Scheduler::on_token(Sequence& s, int32_t token) {
   if (static_cast<int64_t>(s.output.size()) >= s.request.max_tokens) return finish(s, FinishReason::Length, std::move(delta));
   if (!delta.empty()) {
     GenerationEvent e;
+    e.choice = s.choice;
     e.delta = std::move(delta);
+    e.logprobs = std::move(s.logprobs);
+    s.logprobs.clear();
+    e.prompt_tokens = s.prompt_size();
+    e.cached_tokens = s.cached;
     s.handle->push(std::move(e));
   }
 }
@@ -274,18 +427,40 @@ void Scheduler::finish(Sequence& s, FinishReason reason, OutputDelta delta, cons
   if (reason != FinishReason::Cancelled && reason != FinishReason::Error) delta.append(s.text.finish());
   if (reason == FinishReason::Stop && s.text.tool_call_count() > 0) reason = FinishReason::ToolCalls;
   GenerationEvent e;
+  e.choice = s.choice;
   e.delta = std::move(delta);
+  e.logprobs = std::move(s.logprobs);
   e.finished = true;
   e.finish = reason;
   if (reason == FinishReason::StopString) e.stop_string = s.text.stop_hit();
   e.error = error;
-  e.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
+  e.prompt_tokens = s.prompt_size();
   e.completion_tokens = static_cast<int64_t>(s.output.size());
+  e.cached_tokens = s.cached;
+  // Choices never forked (the request ended before its prompt was in) end the same way.
+  std::vector<GenerationEvent> unforked;
+  for (int c = 1; c <= s.forks_pending; ++c) {
+    GenerationEvent u;
+    u.choice = s.choice + c;
+    u.finished = true;
+    u.finish = reason;
+    u.error = error;
+    u.prompt_tokens = e.prompt_tokens;
+    u.cached_tokens = e.cached_tokens;
+    unforked.push_back(std::move(u));
+  }
   s.handle->push(std::move(e));
+  for (auto& u : unforked) s.handle->push(std::move(u));
+  finished_[static_cast<std::size_t>(reason)] += 1 + s.forks_pending;
+  s.forks_pending = 0;
 }
 
 void Scheduler::fail_step(const std::vector<Sequence*>& seqs, const std::exception& e) {
   std::fprintf(stderr, "qwenrt scheduler: step failed: %s\n", e.what());
+  {
+    std::lock_guard lock(mutex_);
+    ++totals_.failed_steps;
+  }
   for (Sequence* s : seqs) finish(*s, FinishReason::Error, {}, e.what());
 }
 

@@ -40,8 +40,8 @@ void Qwen35Model::use_device(const DeviceSpec& device) {
 
 std::string Qwen35Model::device_description() const { return device_forward_ ? device_forward_->describe() : std::string("cpu"); }
 
-ModelCache Qwen35Model::new_cache(int max_sequences) const {
-  return ModelCache(config_.cache_shape(), max_sequences, 64, /*host_storage=*/device_forward_ == nullptr);
+ModelCache Qwen35Model::new_cache(int max_sequences, int64_t max_blocks) const {
+  return ModelCache(config_.cache_shape(), max_sequences, kCacheBlockSize, /*host_storage=*/device_forward_ == nullptr, max_blocks);
 }
 
 RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {

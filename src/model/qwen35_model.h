@@ -47,8 +47,13 @@ class Qwen35Model {
   const DeviceSpec& device() const { return device_; }
   std::string device_description() const;
 
-  // A cache for this model where it runs (host tensors on the CPU, device tensors on a GPU).
-  ModelCache new_cache(int max_sequences) const;
+  // A cache for this model where it runs (host tensors on the CPU, device tensors on a GPU), with
+  // a pool of `max_blocks` KV blocks of kCacheBlockSize tokens (0: made on demand).
+  static constexpr int64_t kCacheBlockSize = 64;
+  // The DeltaNet chunk of a window step on the CPU: a window span starting at a multiple of it
+  // computes the same bits whether the prompt before it was split there or not.
+  static constexpr int64_t kWindowChunk = 64;
+  ModelCache new_cache(int max_sequences, int64_t max_blocks = 0) const;
 
   // Runs one step: logits [rows, V] (and, with step.hidden, the final hidden rows) for every row
   // (step.all_logits) or for the last row of each sequence, in step order. Appends the rows to each

@@ -156,7 +156,15 @@ ParsedRequest parse_messages(const json& body, const ServedModel& model) {
 
 Response::Response(std::string model) : model_(std::move(model)), id_(random_id("msg_")) {}
 
-json Response::whole(const Collected& c) const {
+json Response::usage(const GenerationEvent& e, int64_t output_tokens) {
+  return {{"input_tokens", e.prompt_tokens - e.cached_tokens},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", e.cached_tokens},
+          {"output_tokens", output_tokens}};
+}
+
+json Response::whole(const Collected& all) const {
+  const CollectedChoice& c = all.first();
   json content = json::array();
   if (!c.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", c.reasoning}, {"signature", ""}});
   std::string text = c.content;
@@ -173,10 +181,13 @@ json Response::whole(const Collected& c) const {
           {"content", content},
           {"stop_reason", stop_reason(c.finish)},
           {"stop_sequence", c.finish.finish == FinishReason::StopString ? json(c.finish.stop_string) : json(nullptr)},
-          {"usage", {{"input_tokens", c.finish.prompt_tokens}, {"output_tokens", c.finish.completion_tokens}}}};
+          {"usage", usage(c.finish, c.finish.completion_tokens)}};
 }
 
-std::string Response::stream_start(int64_t prompt_tokens) {
+std::string Response::stream_start(int64_t) { return ""; }
+
+std::string Response::message_start(const GenerationEvent& e) {
+  started_ = true;
   json message = {{"id", id_},
                   {"type", "message"},
                   {"role", "assistant"},
@@ -184,7 +195,7 @@ std::string Response::stream_start(int64_t prompt_tokens) {
                   {"content", json::array()},
                   {"stop_reason", nullptr},
                   {"stop_sequence", nullptr},
-                  {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}};
+                  {"usage", usage(e, 0)}};
   return event("message_start", {{"type", "message_start"}, {"message", message}});
 }
 
@@ -207,7 +218,7 @@ std::string Response::close_block() {
 }
 
 std::string Response::stream_event(const GenerationEvent& e) {
-  std::string out;
+  std::string out = started_ ? "" : message_start(e);
   const OutputDelta& d = e.delta;
   if (!d.reasoning.empty()) {
     out += open_block("thinking");
@@ -241,7 +252,7 @@ std::string Response::stream_event(const GenerationEvent& e) {
         "message_delta",
         {{"type", "message_delta"},
          {"delta", {{"stop_reason", stop_reason(e)}, {"stop_sequence", e.finish == FinishReason::StopString ? json(e.stop_string) : json(nullptr)}}},
-         {"usage", {{"output_tokens", e.completion_tokens}}}});
+         {"usage", usage(e, e.completion_tokens)}});
     out += event("message_stop", {{"type", "message_stop"}});
   }
   return out;

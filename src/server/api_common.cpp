@@ -9,10 +9,20 @@
 namespace qwenrt::server {
 
 void Collected::add(const GenerationEvent& e) {
-  content += e.delta.content;
-  reasoning += e.delta.reasoning;
-  for (const auto& c : e.delta.tool_calls) tool_calls.push_back(c);
-  if (e.finished) finish = e;
+  if (e.choice < 0 || e.choice > 4096) return;
+  if (choices.size() <= static_cast<std::size_t>(e.choice)) choices.resize(static_cast<std::size_t>(e.choice) + 1);
+  CollectedChoice& c = choices[static_cast<std::size_t>(e.choice)];
+  c.content += e.delta.content;
+  c.reasoning += e.delta.reasoning;
+  for (const auto& t : e.delta.tool_calls) c.tool_calls.push_back(t);
+  c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  if (!e.finished) return;
+  c.finish = e;
+  const bool bad = e.finish == FinishReason::Error || e.finish == FinishReason::Cancelled;
+  const bool was_bad = finish.finished && (finish.finish == FinishReason::Error || finish.finish == FinishReason::Cancelled);
+  const int64_t tokens = finish.completion_tokens + e.completion_tokens;
+  if (!finish.finished || (bad && !was_bad) || (e.choice == 0 && !was_bad)) finish = e;
+  finish.completion_tokens = tokens;
 }
 
 namespace {

@@ -15,6 +15,7 @@ struct ServeLimits {
   std::size_t max_messages = 4096;
   std::size_t max_stop_strings = 16;
   std::size_t max_tools = 256;
+  int max_n = 16;  // choices of one request (the server sets --max-seqs)
 };
 
 struct ServedModel {
@@ -30,12 +31,22 @@ struct ParsedRequest {
   bool include_usage = false;  // OpenAI stream_options.include_usage
 };
 
-// A non-streaming answer: the deltas of a request put together, and its finish event.
-struct Collected {
+// One choice of a non-streaming answer: its deltas put together, and its finish event.
+struct CollectedChoice {
   std::string content, reasoning;
   std::vector<text::ToolCall> tool_calls;
+  std::vector<TokenLogprob> logprobs;
+  GenerationEvent finish;
+};
+
+// A non-streaming answer: every choice, and the request's outcome (`finish`: an Error or Cancelled
+// choice's finish if any, else choice 0's; its completion_tokens summed over the choices).
+struct Collected {
+  std::vector<CollectedChoice> choices;
   GenerationEvent finish;
   void add(const GenerationEvent& e);
+  // Choice 0 (the only one for n = 1).
+  const CollectedChoice& first() const { return choices.at(0); }
 };
 
 // Sampling fields with OpenAI / vLLM names (temperature, top_p, top_k, min_p, presence_penalty,

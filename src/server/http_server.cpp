@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "server/anthropic_api.h"
 #include "server/auth.h"
+#include "server/metrics.h"
 #include "server/openai_api.h"
 
 namespace qwenrt::server {
@@ -135,21 +136,10 @@ void HttpServer::routes() {
     json m = {{"id", model_->id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "qwenrt"}, {"max_model_len", model_->ctx_size}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
   });
-  // Prometheus text format (the first counters and gauges; latency histograms come later).
+  // Prometheus text format (server/metrics); every answer is counted by status as it goes out.
+  h.set_logger([this](const httplib::Request&, const httplib::Response& res) { statuses_.add(res.status); });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const SchedulerStats s = scheduler_->stats();
-    std::string out;
-    auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
-      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + std::to_string(value) + "\n";
-    };
-    metric("qwenrt_requests_running", "gauge", "Sequences in cache slots.", s.running);
-    metric("qwenrt_requests_waiting", "gauge", "Requests waiting for a slot.", s.waiting);
-    metric("qwenrt_free_slots", "gauge", "Cache slots free.", s.free_slots);
-    metric("qwenrt_requests_total", "counter", "Requests accepted by the scheduler.", s.requests);
-    metric("qwenrt_prompt_tokens_total", "counter", "Prompt tokens admitted.", s.prompt_tokens);
-    metric("qwenrt_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
-    metric("qwenrt_http_in_flight", "gauge", "Generation requests being answered.", in_flight_.load());
-    res.set_content(out, "text/plain; version=0.0.4");
+    res.set_content(render_metrics(scheduler_->stats(), statuses_, in_flight_.load()), "text/plain; version=0.0.4");
   });
   h.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, kOpenAiChat); });
   h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, kOpenAiCompletion); });
@@ -249,7 +239,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
         bool finished = !more;
         for (const auto& e : events) {
           text += st->anthropic ? st->anthropic->stream_event(e) : st->openai->stream_event(e);
-          finished |= e.finished;
+          finished |= e.last;
         }
         if (text.empty() && !finished) text = ": keep-alive\n\n";  // SSE comment: shows a closed connection
         if (!text.empty() && !sink.write(text.data(), text.size())) {

@@ -10,6 +10,7 @@
 
 #include "engine/scheduler.h"
 #include "server/api_common.h"
+#include "server/metrics.h"
 
 namespace httplib {
 class Server;
@@ -54,6 +55,7 @@ class HttpServer {
   std::thread thread_;
   std::atomic<State> state_{State::Loading};
   std::atomic<int> in_flight_{0};
+  StatusCounter statuses_;  // answers by status (/metrics)
   const ServedModel* model_ = nullptr;
   Scheduler* scheduler_ = nullptr;
 };

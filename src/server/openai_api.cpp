@@ -1,5 +1,7 @@
 #include "server/openai_api.h"
 
+#include <utility>
+
 namespace qwenrt::server::openai {
 
 namespace {
@@ -17,12 +19,53 @@ std::string error_type(int status) {
   }
 }
 
-void refuse_unsupported(const json& body) {
-  if (auto n = get_int(body, "n", 1, 128); n && *n != 1) bad_field("n", "only n = 1 is supported yet");
-  if (auto v = get_bool(body, "logprobs"); v && *v) bad_field("logprobs", "logprobs are not supported yet");
-  if (body.contains("logprobs") && body["logprobs"].is_number_integer() && body["logprobs"].get<int64_t>() > 0)
-    bad_field("logprobs", "logprobs are not supported yet");
-  if (auto v = get_int(body, "top_logprobs", 0, 20); v && *v > 0) bad_field("top_logprobs", "logprobs are not supported yet");
+// n, and logprobs as chat completions name them (a bool and top_logprobs 0-20) or as completions
+// do (an integer 0-20: how many alternatives).
+void parse_choices(const json& body, const ServedModel& model, bool chat, ParsedRequest& r) {
+  if (auto n = get_int(body, "n", 1, model.limits.max_n)) r.gen.n = static_cast<int>(*n);
+  if (chat) {
+    r.gen.sampling.logprobs = get_bool(body, "logprobs").value_or(false);
+    if (auto top = get_int(body, "top_logprobs", 0, 20)) {
+      if (*top > 0 && !r.gen.sampling.logprobs) bad_field("top_logprobs", "needs logprobs: true");
+      r.gen.sampling.top_logprobs = static_cast<int32_t>(*top);
+    }
+  } else if (auto top = get_int(body, "logprobs", 0, 20)) {
+    r.gen.sampling.logprobs = true;
+    r.gen.sampling.top_logprobs = static_cast<int32_t>(*top);
+  }
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+  return b;
+}
+
+// Chat completions: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": null}.
+json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const auto& t : lps) {
+    json top = json::array();
+    for (const auto& a : t.top) top.push_back({{"token", a.bytes}, {"logprob", a.logprob}, {"bytes", bytes_of(a.bytes)}});
+    content.push_back({{"token", t.bytes}, {"logprob", t.logprob}, {"bytes", bytes_of(t.bytes)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"};
+// `offset` is where these tokens' text starts in the choice's text (advanced past them).
+json completion_logprobs(const std::vector<TokenLogprob>& lps, int64_t& offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& t : lps) {
+    tokens.push_back(t.bytes);
+    token_logprobs.push_back(t.logprob);
+    json alts = json::object();
+    for (const auto& a : t.top) alts[a.bytes] = a.logprob;
+    top.push_back(alts);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(t.bytes.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
 // Text of a message's content: a string, or an array of {"type": "text", "text": ...} parts.
@@ -162,10 +205,10 @@ static void build_chat(const json& body, const ServedModel& model, ParsedRequest
 }
 
 ParsedRequest parse_chat(const json& body, const ServedModel& model) {
-  refuse_unsupported(body);
   ParsedRequest r;
   build_chat(body, model, r);
   r.gen.sampling = parse_sampling(body, model, 2.0);
+  parse_choices(body, model, true, r);
   r.gen.output.stop_strings = get_string_list(body, "stop", model.limits.max_stop_strings);
   r.stream = get_bool(body, "stream").value_or(false);
   if (const json* so = get_object(body, "stream_options")) r.include_usage = get_bool(*so, "include_usage", "stream_options").value_or(false);
@@ -177,7 +220,6 @@ ParsedRequest parse_chat(const json& body, const ServedModel& model) {
 }
 
 ParsedRequest parse_completion(const json& body, const ServedModel& model) {
-  refuse_unsupported(body);
   if (auto e = get_bool(body, "echo"); e && *e) bad_field("echo", "echo is not supported yet");
   if (auto b = get_int(body, "best_of", 1, 128); b && *b != 1) bad_field("best_of", "only best_of = 1 is supported yet");
   ParsedRequest r;
@@ -203,6 +245,7 @@ ParsedRequest parse_completion(const json& body, const ServedModel& model) {
   }
   if (r.gen.prompt.empty()) bad_field("prompt", "must not be empty");
   r.gen.sampling = parse_sampling(body, model, 2.0);
+  parse_choices(body, model, false, r);
   r.gen.output.stop_strings = get_string_list(body, "stop", model.limits.max_stop_strings);
   r.gen.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   r.stream = get_bool(body, "stream").value_or(false);
@@ -214,41 +257,50 @@ ParsedRequest parse_completion(const json& body, const ServedModel& model) {
 Response::Response(bool chat, std::string model, bool include_usage)
     : chat_(chat), model_(std::move(model)), id_(random_id(chat ? "chatcmpl-" : "cmpl-")), created_(unix_time()), include_usage_(include_usage) {}
 
-json Response::usage(const GenerationEvent& e) const {
+json Response::usage(const GenerationEvent& e, int64_t completion_tokens) const {
   return {{"prompt_tokens", e.prompt_tokens},
-          {"completion_tokens", e.completion_tokens},
-          {"total_tokens", e.prompt_tokens + e.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", e.prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
 }
 
-json Response::whole(const Collected& c) const {
-  json choice;
-  if (chat_) {
-    json message = {{"role", "assistant"}};
-    std::string content = c.content;
-    if (!c.tool_calls.empty()) {
-      // Whitespace around the calls is not content.
-      const auto b = content.find_first_not_of(" \t\r\n"), e = content.find_last_not_of(" \t\r\n");
-      content = b == std::string::npos ? "" : content.substr(b, e - b + 1);
+json Response::whole(const Collected& all) const {
+  json choices = json::array();
+  for (std::size_t i = 0; i < all.choices.size(); ++i) {
+    const CollectedChoice& c = all.choices[i];
+    const bool want_logprobs = c.finish.finished && !c.logprobs.empty();
+    json choice;
+    if (chat_) {
+      json message = {{"role", "assistant"}};
+      std::string content = c.content;
+      if (!c.tool_calls.empty()) {
+        // Whitespace around the calls is not content.
+        const auto b = content.find_first_not_of(" \t\r\n"), e = content.find_last_not_of(" \t\r\n");
+        content = b == std::string::npos ? "" : content.substr(b, e - b + 1);
+      }
+      message["content"] = content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(content);
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& t : c.tool_calls)
+          calls.push_back({{"id", random_id("call_")}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", arguments_string(t)}}}});
+        message["tool_calls"] = calls;
+      }
+      choice = {{"index", i},
+                {"message", message},
+                {"logprobs", want_logprobs ? chat_logprobs(c.logprobs) : json(nullptr)},
+                {"finish_reason", finish_reason_name(c.finish.finish)}};
+    } else {
+      int64_t offset = 0;
+      choice = {{"index", i},
+                {"text", c.content},
+                {"logprobs", want_logprobs ? completion_logprobs(c.logprobs, offset) : json(nullptr)},
+                {"finish_reason", finish_reason_name(c.finish.finish)}};
     }
-    message["content"] = content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(content);
-    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
-    if (!c.tool_calls.empty()) {
-      json calls = json::array();
-      for (const auto& t : c.tool_calls)
-        calls.push_back({{"id", random_id("call_")}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", arguments_string(t)}}}});
-      message["tool_calls"] = calls;
-    }
-    choice = {{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(c.finish.finish)}};
-  } else {
-    choice = {{"index", 0}, {"text", c.content}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(c.finish.finish)}};
+    choices.push_back(std::move(choice));
   }
-  return {{"id", id_},
-          {"object", chat_ ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", model_},
-          {"choices", json::array({choice})},
-          {"usage", usage(c.finish)}};
+  return {{"id", id_},          {"object", chat_ ? "chat.completion" : "text_completion"}, {"created", created_}, {"model", model_},
+          {"choices", choices}, {"usage", usage(all.finish, all.finish.completion_tokens)}};
 }
 
 json Response::chunk(json choice) const {
@@ -257,35 +309,59 @@ json Response::chunk(json choice) const {
   return j;
 }
 
-std::string Response::stream_start() {
+std::string Response::role_chunk(int choice) {
   if (!chat_) return "";
-  return sse(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+  return sse(chunk({{"index", choice}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+}
+
+std::string Response::stream_start() {
+  started_.assign(1, true);
+  return role_chunk(0);
 }
 
 std::string Response::stream_event(const GenerationEvent& e) {
   std::string out;
+  const int i = e.choice;
+  if (started_.size() <= static_cast<std::size_t>(i)) started_.resize(static_cast<std::size_t>(i) + 1, false);
+  if (!started_[static_cast<std::size_t>(i)]) {
+    started_[static_cast<std::size_t>(i)] = true;
+    out += role_chunk(i);
+  }
+  if (offsets_.size() <= static_cast<std::size_t>(i)) offsets_.resize(static_cast<std::size_t>(i) + 1, 0);
+  // Each token's logprobs go with the first chunk after it was sampled.
+  json logprobs = nullptr;
+  if (!e.logprobs.empty()) logprobs = chat_ ? chat_logprobs(e.logprobs) : completion_logprobs(e.logprobs, offsets_[static_cast<std::size_t>(i)]);
+  auto take_logprobs = [&] { return std::exchange(logprobs, nullptr); };
   const OutputDelta& d = e.delta;
   if (chat_) {
     if (!d.reasoning.empty())
-      out += sse(chunk({{"index", 0}, {"delta", {{"reasoning_content", d.reasoning}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
-    if (!d.content.empty()) out += sse(chunk({{"index", 0}, {"delta", {{"content", d.content}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+      out += sse(chunk({{"index", i}, {"delta", {{"reasoning_content", d.reasoning}}}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
+    if (!d.content.empty())
+      out += sse(chunk({{"index", i}, {"delta", {{"content", d.content}}}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
     for (const auto& t : d.tool_calls) {
-      json call = {{"index", tool_calls_++},
+      json call = {{"index", tool_calls_[i]++},
                    {"id", random_id("call_")},
                    {"type", "function"},
                    {"function", {{"name", t.name}, {"arguments", arguments_string(t)}}}};
-      out += sse(chunk({{"index", 0}, {"delta", {{"tool_calls", json::array({call})}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+      out += sse(chunk({{"index", i}, {"delta", {{"tool_calls", json::array({call})}}}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
     }
   } else if (!d.content.empty()) {
-    out += sse(chunk({{"index", 0}, {"text", d.content}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+    out += sse(chunk({{"index", i}, {"text", d.content}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
   }
-  if (e.finished && e.finish == FinishReason::Error) return out + sse(error_body(500, "generation failed: " + e.error)) + "data: [DONE]\n\n";
   if (e.finished) {
-    if (chat_) out += sse(chunk({{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(e.finish)}}));
-    else out += sse(chunk({{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(e.finish)}}));
-    if (include_usage_) {
+    completion_tokens_ += e.completion_tokens;
+    if (e.finish == FinishReason::Error) {
+      out += sse(error_body(500, "generation failed: " + e.error));
+    } else if (chat_) {
+      out += sse(chunk({{"index", i}, {"delta", json::object()}, {"logprobs", take_logprobs()}, {"finish_reason", finish_reason_name(e.finish)}}));
+    } else {
+      out += sse(chunk({{"index", i}, {"text", ""}, {"logprobs", take_logprobs()}, {"finish_reason", finish_reason_name(e.finish)}}));
+    }
+  }
+  if (e.last) {
+    if (include_usage_ && e.finish != FinishReason::Error) {
       json u = chunk(nullptr);
-      u["usage"] = usage(e);
+      u["usage"] = usage(e, completion_tokens_);
       out += sse(u);
     }
     out += "data: [DONE]\n\n";

@@ -2,7 +2,9 @@
 // The OpenAI API: /v1/chat/completions and /v1/completions requests to GenerationRequests, and
 // their answers, whole or as server-sent events, and the error shape
 // {"error": {"message", "type", "param", "code"}}.
+#include <map>
 #include <string>
+#include <vector>
 
 #include "server/api_common.h"
 
@@ -26,14 +28,18 @@ class Response {
 
  private:
   json chunk(json choice) const;
+  std::string role_chunk(int choice);
   static std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
-  json usage(const GenerationEvent& e) const;
+  json usage(const GenerationEvent& e, int64_t completion_tokens) const;
 
   bool chat_;
   std::string model_, id_;
   int64_t created_;
   bool include_usage_;
-  int tool_calls_ = 0;  // streamed so far (their indices)
+  std::map<int, int> tool_calls_;  // per choice: streamed so far (their indices)
+  std::vector<bool> started_;      // per choice: its role chunk went out
+  std::vector<int64_t> offsets_;   // per choice: text_offset of its next token (completions)
+  int64_t completion_tokens_ = 0;  // of the choices finished so far
 };
 
 }  // namespace qwenrt::server::openai

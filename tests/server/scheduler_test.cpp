@@ -5,59 +5,20 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <atomic>
+#include <cstring>
 
 #include "core/thread_pool.h"
 #include "engine/text_session.h"
+#include "server/demo_scheduler.h"
 
 namespace qwenrt {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string demo_model() {
-  const fs::path root = fs::path(QWENRT_SOURCE_DIR) / "models";
-  if (fs::exists(root))
-    for (const auto& e : fs::directory_iterator(root))
-      if (fs::exists(e.path() / "config.json")) return e.path().string();
-  return "";
-}
-
-TextSession& session() {
-  static TextSession s(demo_model(), false);
-  return s;
-}
+using namespace test;
 
 std::vector<int32_t> prompt_of(int i) {
   return session().tokenizer().encode("Prompt number " + std::to_string(i) + ": tell me something about the number " + std::to_string(i * 7) + ".");
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.output.split_reasoning = false;
-  return r;
-}
-
-struct Result {
-  std::string text;
-  GenerationEvent finish;
-};
-
-Result collect(RequestHandle& h) {
-  Result r;
-  std::vector<GenerationEvent> events;
-  while (h.wait(events, std::chrono::seconds(30))) {
-    for (auto& e : events) {
-      r.text += e.delta.content;
-      if (e.finished) r.finish = e;
-    }
-    events.clear();
-  }
-  return r;
 }
 
 TEST(Scheduler, DecodeLogitsDoNotDependOnTheBatch) {
@@ -82,28 +43,69 @@ TEST(Scheduler, DecodeLogitsDoNotDependOnTheBatch) {
   EXPECT_EQ(0, std::memcmp(alone.data(), among.data(), alone.size() * sizeof(float))) << "decode logits differ alone and among 16";
 }
 
-TEST(Scheduler, GreedyTokensAloneAndAmongFifteenOthers) {
+// Every logits row request 7 samples from, bitwise, alone and among 15 others (some sampling, all
+// of other lengths, prompts sharing window steps).
+TEST(Scheduler, GreedyTokensAndLogitsAloneAndAmongFifteenOthers) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
   SchedulerOptions opt;
   opt.max_seqs = 16;
   opt.prefill_chunk = opt.window_budget = 16;  // prompts of several chunks, sharing window steps
+  auto traced = [](std::vector<std::vector<float>>& rows) {
+    GenerationRequest r = greedy(prompt_of(3), 48);
+    r.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
+    return r;
+  };
+  std::vector<std::vector<float>> alone_rows, among_rows;
   Result alone;
   {
     Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
-    alone = collect(*s.submit(greedy(prompt_of(3), 48)));
+    alone = collect(*s.submit(traced(alone_rows)));
   }
   Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int i = 0; i < 16; ++i) {
-    GenerationRequest r = greedy(prompt_of(i == 7 ? 3 : 200 + i), i == 7 ? 48 : 8 + 3 * i);
+    GenerationRequest r = i == 7 ? traced(among_rows) : greedy(prompt_of(200 + i), 8 + 3 * i);
     if (i % 3 == 0) r.sampling.temperature = 0.8f, r.sampling.seed = static_cast<uint64_t>(i);
     handles.push_back(s.submit(std::move(r)));
   }
   const Result among = collect(*handles[7]);
   for (auto& h : handles) collect(*h);
-  EXPECT_EQ(alone.text, among.text);
-  EXPECT_EQ(alone.finish.completion_tokens, 48);
-  EXPECT_EQ(among.finish.finish, FinishReason::Length);
+  EXPECT_EQ(alone.text.at(0), among.text.at(0));
+  EXPECT_EQ(alone.finish.at(0).completion_tokens, 48);
+  EXPECT_EQ(among.finish.at(0).finish, FinishReason::Length);
+  ASSERT_EQ(alone_rows.size(), 48u);
+  ASSERT_EQ(among_rows.size(), 48u);
+  for (std::size_t t = 0; t < alone_rows.size(); ++t)
+    ASSERT_EQ(0, std::memcmp(alone_rows[t].data(), among_rows[t].data(), alone_rows[t].size() * sizeof(float))) << "logits of token " << t;
+}
+
+// A step that throws fails each of its sequences with the message, and the scheduler goes on.
+TEST(Scheduler, AFailedStepFailsItsSequencesAndServingGoesOn) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 4;
+  std::atomic<int> decode_steps{0};
+  std::atomic<bool> armed{true};
+  opt.before_step = [&](const Step& step) {
+    if (step.phase == Phase::Decode && ++decode_steps == 3 && armed) throw std::runtime_error("injected failure");
+  };
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 3; ++i) handles.push_back(s.submit(greedy(prompt_of(i), 20)));
+  for (auto& h : handles) {
+    const Result r = collect(*h);
+    EXPECT_EQ(r.finish.at(0).finish, FinishReason::Error);
+    EXPECT_EQ(r.finish.at(0).error, "injected failure");
+  }
+  armed = false;
+  const Result after = collect(*s.submit(greedy(prompt_of(5), 6)));
+  EXPECT_EQ(after.finish.at(0).finish, FinishReason::Length);
+  EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.failed_steps, 1);
+  EXPECT_EQ(st.free_slots, 4);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.finished[static_cast<std::size_t>(FinishReason::Error)], 3);
 }
 
 TEST(Scheduler, CancelFreesTheSlot) {
@@ -118,8 +120,8 @@ TEST(Scheduler, CancelFreesTheSlot) {
   auto second = s.submit(greedy(prompt_of(2), 5));
   first->cancel();
   const Result r1 = collect(*first), r2 = collect(*second);
-  EXPECT_EQ(r1.finish.finish, FinishReason::Cancelled);
-  EXPECT_EQ(r2.finish.finish, FinishReason::Length);
+  EXPECT_EQ(r1.finish.at(0).finish, FinishReason::Cancelled);
+  EXPECT_EQ(r2.finish.at(0).finish, FinishReason::Length);
   EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
   EXPECT_EQ(s.stats().free_slots, 1);
 }
@@ -164,13 +166,13 @@ TEST(Scheduler, StopStringsEndTheText) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
   Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), {}, ThreadPool::global());
   const Result full = collect(*s.submit(greedy(prompt_of(4), 30)));
-  ASSERT_GE(full.text.size(), 6u);
+  ASSERT_GE(full.text.at(0).size(), 6u);
   GenerationRequest r = greedy(prompt_of(4), 30);
-  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  const std::string stop = full.text.at(0).substr(full.text.at(0).size() / 2, 3);
   r.output.stop_strings = {stop};
   const Result cut = collect(*s.submit(std::move(r)));
-  EXPECT_EQ(cut.finish.finish, FinishReason::StopString);
-  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_EQ(cut.finish.at(0).finish, FinishReason::StopString);
+  EXPECT_EQ(cut.text.at(0), full.text.at(0).substr(0, full.text.at(0).find(stop)));
 }
 
 }  // namespace

@@ -256,7 +256,9 @@ class ServerTest(unittest.TestCase):
                  ({"messages": [{"role": "user", "content": "x"}], "top_p": 3}, "top_p"),
                  ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
                  ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content[0].type"),
-                 ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+                 ({"messages": [{"role": "user", "content": "x"}], "n": 17}, "n"),
+                 ({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, "top_logprobs"),
+                 ({"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
                  ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop[0]")]
         for body, field in cases:
             status, err, _ = self.server.request("POST", "/v1/chat/completions", body)
@@ -280,9 +282,16 @@ class ServerTest(unittest.TestCase):
 
     # Batching
     def test_greedy_tokens_do_not_depend_on_the_load(self):
+        # The same tokens and bitwise the same logprobs (a float32 printed to round-trip) of each token.
         prompt = "Invariance: the same greedy answer whatever else runs."
-        kw = dict(model=self.model, max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
-        alone = self.client.completions.create(prompt=prompt, **kw).choices[0].text
+        kw = dict(model=self.model, max_tokens=40, temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+
+        def answer():
+            c = self.client.completions.create(prompt=prompt, **kw).choices[0]
+            return c.text, c.logprobs.token_logprobs, c.logprobs.top_logprobs
+
+        alone = answer()
+        self.assertEqual(len(alone[1]), 40)
 
         def other(i):
             return self.client.completions.create(model=self.model, prompt=f"Other request {i}: " + "words " * (i * 5), max_tokens=20 + i,
@@ -290,7 +299,7 @@ class ServerTest(unittest.TestCase):
 
         with ThreadPoolExecutor(16) as pool:
             others = [pool.submit(other, i) for i in range(15)]
-            together = pool.submit(lambda: self.client.completions.create(prompt=prompt, **kw).choices[0].text)
+            together = pool.submit(answer)
             for f in others:
                 f.result()
             self.assertEqual(together.result(), alone)
@@ -318,6 +327,119 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(r.usage.completion_tokens, 4)
 
 
+class EngineApiTest(unittest.TestCase):
+    """n choices, logprobs, the prefix cache (usage and /metrics), context and pool limits."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--max-seqs", "8", "--prefill-chunk", "256")
+        cls.client = cls.server.openai()
+        cls.model = cls.client.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_chat_n_and_logprobs_whole_and_streamed(self):
+        kw = dict(model=self.model, messages=[{"role": "user", "content": "Name three colours."}], max_tokens=12, temperature=1.0,
+                  seed=11, n=3, logprobs=True, top_logprobs=2, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        whole = self.client.chat.completions.create(**kw)
+        self.assertEqual([c.index for c in whole.choices], [0, 1, 2])
+        counts = [len(c.logprobs.content) for c in whole.choices]
+        self.assertEqual(sum(counts), whole.usage.completion_tokens)
+        for c in whole.choices:
+            for t in c.logprobs.content:
+                self.assertLessEqual(t.logprob, 0.0)
+                self.assertEqual(len(t.top_logprobs), 2)
+                self.assertGreaterEqual(t.top_logprobs[0].logprob, t.top_logprobs[1].logprob)
+                self.assertGreaterEqual(t.top_logprobs[0].logprob, t.logprob)
+                self.assertEqual(bytes(t.bytes).decode(errors="replace"), t.token)
+        # Each choice samples its own stream: with the same seed, streamed equals whole.
+        texts, tokens, finish, usage = {}, {}, {}, None
+        for chunk in self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw):
+            usage = chunk.usage or usage
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+                if c.logprobs and c.logprobs.content:
+                    tokens.setdefault(c.index, []).extend(t.token for t in c.logprobs.content)
+                finish[c.index] = c.finish_reason or finish.get(c.index)
+        for c in whole.choices:
+            self.assertEqual(texts[c.index], c.message.content or "")
+            self.assertEqual(tokens[c.index], [t.token for t in c.logprobs.content])
+            self.assertEqual(finish[c.index], c.finish_reason)
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+
+    def test_completion_logprobs(self):
+        kw = dict(model=self.model, prompt="The capital of France is", max_tokens=8, temperature=0, logprobs=3, extra_body={"ignore_eos": True})
+        whole = self.client.completions.create(**kw)
+        lp = whole.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), 8)
+        self.assertEqual(len(lp.token_logprobs), 8)
+        self.assertEqual("".join(lp.tokens), whole.choices[0].text)
+        self.assertEqual(lp.text_offset, sorted(lp.text_offset))
+        for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+            self.assertLessEqual(len(top), 3)
+            self.assertAlmostEqual(max(top.values()), logprob, places=5)  # greedy: the best
+        streamed = []
+        for chunk in self.client.completions.create(stream=True, **kw):
+            if chunk.choices and chunk.choices[0].logprobs:
+                streamed.extend(chunk.choices[0].logprobs.tokens)
+        self.assertEqual(streamed, lp.tokens)
+
+    def test_second_turn_prefills_only_new_tokens(self):
+        story = " ".join(f"Fact {i}: the lighthouse keeper counted {i * 7 % 101} gulls on day {i}." for i in range(160))
+        first = [{"role": "user", "content": story + " What did the keeper count?"}]
+        chat = dict(model=self.model, max_tokens=16, temperature=0, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        r1 = self.client.chat.completions.create(messages=first, **chat)
+        self.assertGreater(r1.usage.prompt_tokens, 3500)
+        self.assertEqual(r1.usage.prompt_tokens_details.cached_tokens, 0)
+        second = first + [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "And on day 3?"}]
+        _, t1, _ = self.server.request("POST", "/tokenize", {"messages": first})
+        _, t2, _ = self.server.request("POST", "/tokenize", {"messages": second})
+        common = next((i for i, (a, b) in enumerate(zip(t1["tokens"], t2["tokens"])) if a != b), len(t1["tokens"]))
+        before = self.server.metrics()
+        r2 = self.client.chat.completions.create(messages=second, **chat)
+        after = self.server.metrics()
+        cached = r2.usage.prompt_tokens_details.cached_tokens
+        # Turn 1 left snapshots every 2048 tokens and at the last multiple of 64 before its last token;
+        # turn 2 resumes from the longest one within the prefix the two prompts share.
+        n1 = len(t1["tokens"])
+        points = list(range(2048, n1, 2048)) + [(n1 - 1) // 64 * 64]
+        self.assertEqual(cached, max(p for p in points if p <= min(common, r2.usage.prompt_tokens - 1)))
+        # So it prefills the new tokens and fewer than 64 + a few of the old ones.
+        self.assertLess(r2.usage.prompt_tokens - cached, (r2.usage.prompt_tokens - common) + 64 + 8)
+        self.assertEqual(after["qwenrt_prefill_tokens_total"] - before["qwenrt_prefill_tokens_total"], r2.usage.prompt_tokens - cached)
+        self.assertEqual(after["qwenrt_prefix_cache_hits_total"] - before["qwenrt_prefix_cache_hits_total"], 1)
+        # Anthropic reports the same prefix as cache_read_input_tokens (input_tokens: the rest).
+        a = self.server.anthropic().messages.create(model=self.model, max_tokens=4, messages=second, temperature=0)
+        self.assertGreaterEqual(a.usage.cache_read_input_tokens, cached)
+        self.assertGreater(a.usage.input_tokens, 0)
+
+    def test_metrics(self):
+        self.client.completions.create(model=self.model, prompt="metrics", max_tokens=3)
+        status, text, headers = self.server.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        for name in ("qwenrt_time_to_first_token_seconds_bucket{le=\"+Inf\"}", "qwenrt_inter_token_latency_seconds_count",
+                     "qwenrt_http_responses_total{code=\"200\"}", "qwenrt_kv_blocks_total", "qwenrt_kv_bytes_used", "qwenrt_state_bytes_used",
+                     "qwenrt_prefix_cache_bytes", "qwenrt_prefix_cache_misses_total", "qwenrt_sequences_finished_total{reason=\"length\"}"):
+            self.assertIn("\n" + name + " ", text)
+        m = self.server.metrics()
+        self.assertGreater(m["qwenrt_kv_blocks_total"], 0)
+        deadline = time.time() + 10
+        while time.time() < deadline and self.server.metrics()["qwenrt_requests_running"] > 0:
+            time.sleep(0.05)
+        self.assertEqual(self.server.metrics()["qwenrt_state_bytes_used"], 0)
+
+    def test_prompt_over_the_context_is_400(self):
+        status, err, _ = self.server.request("POST", "/v1/completions", {"prompt": [1] * 9000, "max_tokens": 1})
+        self.assertEqual(status, 400)
+        self.assertEqual(err["error"]["type"], "invalid_request_error")
+        status, err, _ = self.server.request("POST", "/v1/messages", {"max_tokens": 4, "messages": [{"role": "user", "content": "word " * 9000}]})
+        self.assertEqual(status, 400)
+        self.assertEqual(err["type"], "error")
+        self.assertEqual(err["error"]["type"], "invalid_request_error")
+
+
 class LimitsTest(unittest.TestCase):
     def test_api_key(self):
         server = Server("--api-key", "sekrit")
@@ -339,7 +461,7 @@ class LimitsTest(unittest.TestCase):
         server = Server("--max-seqs", "1", "--max-queue", "1")
         try:
             def call(i):
-                return server.request("POST", "/v1/completions", {"prompt": f"flood {i}", "max_tokens": 200, "ignore_eos": True})
+                return server.request("POST", "/v1/completions", {"prompt": f"flood {i}", "max_tokens": 64, "ignore_eos": True})
 
             with ThreadPoolExecutor(8) as pool:
                 results = list(pool.map(call, range(8)))

@@ -167,7 +167,8 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
     if (sp.start_position == 0 && cs.slot_floats > 0)
       QWENRT_CUDA_CHECK(
           cudaMemsetAsync(cs.gdn.as<float>() + sp.slot * cs.slot_floats, 0, static_cast<std::size_t>(cs.slot_floats) * sizeof(float), stream_));
-  cs.reserve_blocks(cache.block_count(), stream_);
+  // A bounded pool (the server's, sized at start-up) is allocated whole on first use.
+  cs.reserve_blocks(cache.max_blocks() > 0 ? cache.max_blocks() : cache.block_count(), stream_);
   window_.reset();
   if (lay.phase != Phase::Decode && config_.count(LayerKind::LinearAttention) > 0) {
     std::vector<cuda::DeltaNetSpan> spans;
