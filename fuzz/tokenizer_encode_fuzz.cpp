@@ -1,4 +1,4 @@
-// libFuzzer target: arbitrary bytes encoded with the real Qwen3 tokenizer (tests/data/tokenizer/qwen3).
+// libFuzzer target: arbitrary bytes encoded with the real Qwen3 tokenizer (tests/data/tokenizer/qwen3, unpacked by cmake/test_data.cmake).
 // Valid UTF-8 must encode to ids below vocab_size that decode back to the text; anything else must be
 // a qwenrt::Error.
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include "text/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const qwenrt::text::Tokenizer tok = qwenrt::text::Tokenizer::load(QWENRT_SOURCE_DIR "/tests/data/tokenizer/qwen3");
+  static const qwenrt::text::Tokenizer tok = qwenrt::text::Tokenizer::load(QWENRT_TOKENIZER_DATA_DIR "/qwen3");
   const std::string text(reinterpret_cast<const char*>(data), size);
   for (const bool special : {false, true}) {
     try {

@@ -51,7 +51,7 @@ seed() {
       cp tests/fixtures/dense_tied/greedy_logits.npy "$c/dense_tied_greedy_logits.npy"
       for f in tests/fixtures/*/*.npy; do head -c 4096 "$f" > "$c/$(basename "$(dirname "$f")")_$(basename "$f" .npy)_head.npy"; done ;;
     tokenizer_load_fuzz)
-      cp tests/data/tokenizer/qwen3/tokenizer.json "$c/qwen3_tokenizer.json"
+      tar -xJOf tests/data/tokenizer/qwen3/tokenizer.json.tar.xz tokenizer.json > "$c/qwen3_tokenizer.json"
       if [ -n "$shared" ]; then
         for f in "$shared"/tokenizers/*/tokenizer.json; do cp "$f" "$c/$(basename "$(dirname "$f")")_shared_tokenizer.json"; done
       fi ;;
@@ -64,11 +64,16 @@ seed() {
     split_regex_fuzz)
       # Patterns of the real tokenizers (first line) followed by some text.
       python3 - "$c" <<'PY'
-import json, sys, glob
+import json, sys, glob, tarfile
 out = sys.argv[1]
-files = glob.glob("tests/data/tokenizer/*/tokenizer.json")
-for i, f in enumerate(files):
-    pt = json.load(open(f, encoding="utf-8")).get("pre_tokenizer") or {}
+def tokenizers():
+    for f in glob.glob("tests/data/tokenizer/*/tokenizer.json"):
+        yield json.load(open(f, encoding="utf-8"))
+    for f in glob.glob("tests/data/tokenizer/*/tokenizer.json.tar.xz"):
+        with tarfile.open(f) as t:
+            yield json.load(t.extractfile("tokenizer.json"))
+for i, tok in enumerate(tokenizers()):
+    pt = tok.get("pre_tokenizer") or {}
     stack, n = [pt], 0
     while stack:
         p = stack.pop()

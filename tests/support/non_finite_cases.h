@@ -2,19 +2,20 @@
 // Steps that meet a NaN weight, on any device: copies of the released_heads fixture with one value
 // poisoned, and the errors their steps raise (the non-finite check names where it first appeared,
 // the sequence and the position). Shared by the CPU suite and the GPU suite (each binds a device).
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "engine/step_queue.h"
 #include "formats/safetensors.h"
 #include "model/qwen35_model.h"
-#include "backend/device.h"
 #include "support/fixtures.h"
 #include "support/safetensors_writer.h"
 
@@ -119,8 +120,8 @@ inline void expect_non_finite_errors(const std::string& device) {
     const Qwen35Model m = load(dir);
     for (const std::string& e : {logits_step_error(m, window, 1, pool), greedy_step_error(m, window, 1, pool)})
       QWENRT_EXPECT_HAS(e, "non-finite values in head", "sequence slot 0, position 2");
-    for (const std::string& e : {logits_step_error(m, decode1, 1, pool), greedy_step_error(m, decode1, 1, pool),
-                                 greedy_step_error(m, decode3, 3, pool)})
+    for (const std::string& e :
+         {logits_step_error(m, decode1, 1, pool), greedy_step_error(m, decode1, 1, pool), greedy_step_error(m, decode3, 3, pool)})
       QWENRT_EXPECT_HAS(e, "non-finite values in head", "sequence slot 0, position 0");
     std::filesystem::remove_all(dir);
   }

@@ -22,6 +22,7 @@ import json
 import os
 import random
 import sys
+import tarfile
 import unicodedata
 
 import unicodedata2
@@ -195,7 +196,9 @@ def nfc_goldens(texts):
 
 def main():
     texts = corpus()
-    qwen3 = Tokenizer.from_file(os.path.join(DATA, "qwen3", "tokenizer.json"))
+    # Committed xz-compressed (tests/data/tokenizer/README.md); Tokenizer.from_str takes its text.
+    with tarfile.open(os.path.join(DATA, "qwen3", "tokenizer.json.tar.xz")) as archive:
+        qwen3 = Tokenizer.from_str(archive.extractfile("tokenizer.json").read().decode("utf-8"))
     write_jsonl(os.path.join(DATA, "qwen3", "golden_multilingual.jsonl"), encode_goldens(qwen3, texts))
     write_jsonl(os.path.join(DATA, "qwen3", "golden_decode.jsonl"), decode_goldens(qwen3))
     write_jsonl(os.path.join(DATA, "pretokenize_goldens.jsonl"), pretokenize_goldens(texts))

@@ -311,7 +311,7 @@ TEST_F(TokenizerLoad, HostileSplitRegexIsBoundedPerInput) {
 TEST(TokenizerLimits, RealTokenizerStaysWithinTheRegexBudgetOnLongRuns) {
   // Long runs are where split patterns backtrack most (\s*[\r\n]+, \s+(?!\S)); the per-input budget
   // must never fail on real patterns.
-  const auto tok = Tokenizer::load(fs::path(QWENRT_SOURCE_DIR) / "tests/data/tokenizer/qwen3");
+  const auto tok = Tokenizer::load(fs::path(QWENRT_TOKENIZER_DATA_DIR) / "qwen3");
   for (const std::string unit : {" ", "a", "1", "\n", " \n", "\t ", "!", "ü", "你", " a", "a1 ", "'s"}) {
     std::string input;
     while (input.size() < 300000) input += unit;

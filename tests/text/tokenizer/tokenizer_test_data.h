@@ -1,5 +1,6 @@
 #pragma once
-// Paths and readers for the tokenizer test data (tests/data/tokenizer/, see its README.md).
+// Paths and readers for the tokenizer test data (tests/data/tokenizer/, see its README.md), read
+// from the build tree's copy with the Qwen3 tokenizer.json unpacked (cmake/test_data.cmake).
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,7 +11,7 @@
 
 namespace qwenrt::test {
 
-inline std::filesystem::path tokenizer_data_dir() { return std::filesystem::path(QWENRT_SOURCE_DIR) / "tests" / "data" / "tokenizer"; }
+inline std::filesystem::path tokenizer_data_dir() { return std::filesystem::path(QWENRT_TOKENIZER_DATA_DIR); }
 
 // Each line of a .jsonl file, parsed.
 inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
