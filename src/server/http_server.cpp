@@ -118,7 +118,9 @@ bool HttpServer::check_origin(const httplib::Request& req, httplib::Response& re
     res.set_header("Allow", "GET, POST, OPTIONS");
     if (allowed) {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
+      // The headers the page asks for (the official clients add their own x-stainless-* ones).
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
       res.set_header("Access-Control-Max-Age", "600");
     }
     return true;
