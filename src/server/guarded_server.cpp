@@ -36,11 +36,13 @@ class GuardedStream : public httplib::Stream {
  public:
   GuardedStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
 
-  // Waits up to idle_timeout for the first byte of the next request (false: none, the peer left or
-  // the server stops).
-  bool wait_for_request(const std::atomic<socket_t>& server_socket) {
+  // Waits for the first byte of the next request: up to request_timeout from `opened` for a
+  // connection's first request (a client may be slow to send what it just connected for), up to
+  // idle_timeout for the next one on a kept-alive connection. False: none came, the peer left or
+  // the server stops.
+  bool wait_for_request(const std::atomic<socket_t>& server_socket, bool first, Clock::time_point opened) {
     if (off_ < len_) return true;
-    const auto until = Clock::now() + limits_.idle_timeout;
+    const auto until = first ? opened + limits_.request_timeout : Clock::now() + limits_.idle_timeout;
     while (server_socket != INVALID_SOCKET) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
       if (left <= 0) return false;
@@ -149,10 +151,11 @@ class GuardedStream : public httplib::Stream {
 }  // namespace
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
+  const auto opened = Clock::now();
   GuardedStream stream(sock, limits_);
   bool ok = false;
   for (std::size_t left = limits_.max_requests_per_connection; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
-    if (!stream.wait_for_request(svr_sock_)) break;
+    if (!stream.wait_for_request(svr_sock_, left == limits_.max_requests_per_connection, opened)) break;
     stream.begin_request();
     bool closed = false;
     ok = process_request(stream, left == 1, closed, nullptr);

@@ -6,8 +6,10 @@
 // few seconds (or sends endless headers) holds a connection thread, and memory, forever. This class
 // replaces only the per-connection loop (process_and_close_socket, a virtual of httplib::Server)
 // and the socket stream under it; parsing, routing and writing stay the library's:
-//   - a connection waits at most `idle_timeout` for the first byte of each request (keep-alive),
-//   - a request (request line, headers and body) must arrive within `request_timeout` in all,
+//   - a new connection's first request must begin within `request_timeout` of the connection,
+//     a kept-alive connection's next one within `idle_timeout` of the last answer,
+//   - a request (request line, headers and body) must arrive within `request_timeout` of its first
+//     byte,
 //   - the request line and headers are at most `max_header_bytes`, the body at most `max_body_bytes`
 //     (past either, reading fails and the connection closes),
 //   - a response write waits at most `write_timeout` for the socket to take data.
