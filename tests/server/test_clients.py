@@ -5,10 +5,8 @@ demo model. Exits 77 (CTest: skipped) when the client packages are missing.
 
     QWENRT_CLI=build/rel/qwenrt python3 tests/server/test_clients.py
 """
-import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
