@@ -106,6 +106,36 @@ for i, case in enumerate(cases):
     open(f"{out}/request_{i}.json", "w", encoding="utf-8").write(json.dumps(case["request"], ensure_ascii=False))
 PY
       ;;
+    server_request_fuzz)
+      # Bodies of each route's shape (OpenAI chat, completion, Anthropic messages) and the chat
+      # requests of the template goldens.
+      python3 - "$c" <<'PY'
+import json, sys
+out = sys.argv[1]
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+bodies = [
+    {"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+     "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "seed": 1, "stop": ["\n\n"], "stream": True,
+     "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False}},
+    {"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C"}], "tools": tools, "tool_choice": "auto", "max_completion_tokens": 8},
+    {"prompt": "Once upon a time", "max_tokens": 8, "ignore_eos": True, "presence_penalty": 0.5, "frequency_penalty": 0.5},
+    {"prompt": [1, 2, 3, 4], "max_tokens": 4, "repetition_penalty": 1.1},
+    {"model": "m", "max_tokens": 32, "system": [{"type": "text", "text": "Terse."}], "stop_sequences": ["END"], "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "Call it.", "signature": ""},
+                                          {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "18 C"}]}]}],
+     "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}], "thinking": {"type": "enabled", "budget_tokens": 64}},
+]
+for i, b in enumerate(bodies):
+    open(f"{out}/body_{i}.json", "w", encoding="utf-8").write(json.dumps(b, ensure_ascii=False))
+cases = json.load(open("tests/data/chat_template/request_goldens.json", encoding="utf-8"))["cases"]
+for i, case in enumerate(cases[:100]):
+    open(f"{out}/golden_{i}.json", "w", encoding="utf-8").write(json.dumps({**case["request"], "max_tokens": 8}, ensure_ascii=False))
+PY
+      ;;
     *) echo "fuzz.sh: no seeds for $t (add them to seed())" >&2 ;;
   esac
 }

@@ -11,6 +11,7 @@
 #include "backend/cpu/memory_bandwidth.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/synthetic_model.h"
 #include "core/error.h"
 #include "engine/step_queue.h"
 #ifdef QWENRT_HAVE_CUDA
@@ -18,37 +19,12 @@
 #include "backend/cuda/gemm/cublas_gemm.h"
 #endif
 #include "model/qwen35_model.h"
-#include "model/released_shapes.h"
 
 namespace qwenrt::cli {
 
 namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::size_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::size_t kb;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
-
-// Weights of the layers' matrices (all experts of a MoE layer; no embedding or head).
-std::size_t matmul_params(const ModelConfig& c) {
-  const int64_t H = c.hidden_size;
-  std::size_t params = 0;
-  for (auto kind : c.layer_types) {
-    params += kind == LayerKind::FullAttention
-                  ? static_cast<std::size_t>((2 * c.num_heads + 2 * c.num_kv_heads) * c.head_dim * H + H * c.num_heads * c.head_dim)
-                  : static_cast<std::size_t>((c.conv_dim() + 2 * c.value_dim() + 2 * c.linear_num_value_heads) * H);
-    params += c.moe ? static_cast<std::size_t>(3 * H * (c.num_experts * c.moe_intermediate_size + c.shared_expert_intermediate_size))
-                    : static_cast<std::size_t>(3 * H * c.intermediate_size);
-  }
-  return params;
-}
 
 // Products of a P-token prefill in the matrix units: every projection once per token (a MoE layer:
 // the experts a token uses), attention scores and values over the causal pairs; the head only for
@@ -97,15 +73,7 @@ int run_bench(const Args& args) {
   const double t_load = now_s();
   if (opt.has("synthetic")) {
     source = "synthetic:" + opt.str("synthetic");
-    ModelConfig c = released_shape(opt.str("synthetic"));
-    ModelWeights probe;  // size check before allocating: random weights are all resident
-    const std::size_t need = 2 * (matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) * (c.tie_word_embeddings ? 1 : 2));
-    const bool on_gpu = device.kind == DeviceSpec::Kind::Cuda;  // random matrices are made on the GPU
-    const std::size_t avail = available_memory_bytes();
-    if (!on_gpu && avail != 0 && need > avail * 9 / 10)
-      fail("bench: random weights of ", opt.str("synthetic"), " need ", need / 1e9, " GB of memory but only ", avail / 1e9,
-           " GB are available; try a smaller size (0.8b, 2b, 4b)");
-    model.emplace(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu));
+    model.emplace(synthetic_model(opt.str("synthetic"), device, "bench"));
   } else {
     source = opt.str("model");
     model.emplace(Qwen35Model::load(source));

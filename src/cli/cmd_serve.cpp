@@ -4,15 +4,18 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session_options.h"
+#include "cli/synthetic_model.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/scheduler.h"
@@ -71,6 +74,7 @@ void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions&
 }  // namespace
 
 int run_serve(const Args& args) {
+  const auto started = std::chrono::steady_clock::now();
   // SIGINT / SIGTERM are taken by sigwait below (blocked in every thread started from here on); a
   // write to a closed connection must be an error, not SIGPIPE.
   sigset_t stop_signals;
@@ -82,18 +86,28 @@ int run_serve(const Args& args) {
 
   Options opt("serve",
               {"model", "device", "host", "port", "api-key", "max-seqs", "ctx-size", "max-queue", "threads", "http-threads", "prefill-chunk",
-               "max-body-bytes", "kv-bytes", "cache-bytes", "snapshot-interval"},
+               "max-body-bytes", "kv-bytes", "cache-bytes", "snapshot-interval", "cors", "request-timeout", "idle-timeout", "synthetic"},
               {}, {{"-m", "model"}});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
-  const std::string model_dir = resolve_model_dir(opt);
+  if (opt.has("model") && opt.has("synthetic")) fail("serve: give --model or --synthetic, not both");
+  const std::string synthetic = opt.str_or("synthetic", "");
+  const std::string model_dir = synthetic.empty() ? resolve_model_dir(opt) : "synthetic:" + synthetic;
 
   server::HttpOptions http;
   http.host = opt.str_or("host", "127.0.0.1");
   http.port = static_cast<int>(opt.integer_or("port", 8080, 0, 65535));
   http.api_key = opt.has("api-key") ? opt.str("api-key") : (std::getenv("QWENRT_API_KEY") ? std::getenv("QWENRT_API_KEY") : "");
   http.max_body_bytes = static_cast<std::size_t>(opt.integer_or("max-body-bytes", 8 << 20, 1024, int64_t{1} << 30));
+  http.read_timeout_s = static_cast<int>(opt.integer_or("request-timeout", 30, 1, 3600));
+  http.keep_alive_s = static_cast<int>(opt.integer_or("idle-timeout", 5, 1, 3600));
+  if (opt.has("cors")) {
+    http.cors_origin = opt.str("cors");
+    if (http.cors_origin.rfind("http://", 0) != 0 && http.cors_origin.rfind("https://", 0) != 0)
+      fail("serve: --cors takes one origin, scheme://host[:port] (like http://localhost:3000), got '", http.cors_origin, "'");
+    if (http.cors_origin.back() == '/') http.cors_origin.pop_back();  // origins have no path
+  }
   SchedulerOptions sched;
   sched.max_seqs = static_cast<int>(opt.integer_or("max-seqs", 8, 1, 4096));
   sched.max_queue = static_cast<int>(opt.integer_or("max-queue", 64, 0, 1 << 20));
@@ -106,19 +120,35 @@ int run_serve(const Args& args) {
   const std::string url = "http://" + (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) + ":" + std::to_string(port);
   std::fprintf(stderr, "qwenrt serve: loading %s (listening on %s, /health is 503 until ready)\n", model_dir.c_str(), url.c_str());
 
-  TextSession session(model_dir, false, device);
+  // A checkpoint with its tokenizer and template, or random weights of a released size with a
+  // placeholder tokenizer (token ids in, "<id>" text out; the text routes refuse).
+  std::unique_ptr<TextSession> session_ptr;
+  if (synthetic.empty()) {
+    session_ptr = std::make_unique<TextSession>(model_dir, false, device);
+  } else {
+    auto model = std::make_unique<Qwen35Model>(synthetic_model(synthetic, device, "serve"));
+    model->use_device(device);
+    const int64_t vocab = model->config().vocab_size;
+    session_ptr = std::make_unique<TextSession>(std::move(model), placeholder_tokenizer(vocab));
+  }
+  const TextSession& session = *session_ptr;
   const int64_t max_pos = session.model().config().max_position_embeddings;
   sched.ctx_size = opt.integer_or("ctx-size", std::min<int64_t>(max_pos, 8192), 16, max_pos);
   plan_memory(opt, session.model(), sched);
   server::ServedModel served{session, std::filesystem::path(model_dir).lexically_normal().filename().string(), sched.ctx_size, {}};
   served.limits.max_n = sched.max_seqs;
   if (served.id.empty()) served.id = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
+  if (!synthetic.empty()) {
+    served.id = "synthetic-" + synthetic;
+    served.has_text = false;
+  }
   Scheduler scheduler(session.model(), session.tokenizer(), session.stop_ids(), sched, ThreadPool::global());
   server.set_model(&served, &scheduler);
   const SchedulerStats st = scheduler.stats();
-  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s)\n", url.c_str(),
+  const double ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s) in %.3f s\n", url.c_str(),
               served.id.c_str(), session.model().device_description().c_str(), sched.max_seqs, static_cast<long long>(sched.ctx_size),
-              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str());
+              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str(), ready_s);
   std::fflush(stdout);
 
   int sig = 0;

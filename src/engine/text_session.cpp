@@ -52,11 +52,17 @@ TextSession::TextSession(const std::string& model_dir, bool verbose, const Devic
                  model_->config().architecture.c_str(), static_cast<long long>(model_->config().num_layers));
 }
 
+TextSession::TextSession(std::unique_ptr<Qwen35Model> model, text::Tokenizer tokenizer)
+    : model_(std::move(model)), tokenizer_(std::make_unique<text::Tokenizer>(std::move(tokenizer))) {
+  defaults_.seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
 std::string TextSession::render(const nlohmann::ordered_json& messages, bool enable_thinking) const {
   return render_request({{"messages", messages}, {"add_generation_prompt", true}, {"enable_thinking", enable_thinking}});
 }
 
 std::string TextSession::render_request(const nlohmann::ordered_json& request) const {
+  if (!template_) fail("this model has no chat template");
   try {
     return template_->apply(request, special_);
   } catch (const std::exception& e) {

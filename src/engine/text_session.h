@@ -26,6 +26,9 @@ class TextSession {
  public:
   // Loads everything from `model_dir`; prints progress to stderr when `verbose`.
   TextSession(const std::string& model_dir, bool verbose, const DeviceSpec& device = {});
+  // A model without a checkpoint's text files (`serve --synthetic`): `tokenizer` only turns generated
+  // ids into bytes, there is no chat template (render_request throws Error) and no stop ids.
+  TextSession(std::unique_ptr<Qwen35Model> model, text::Tokenizer tokenizer);
 
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // generation_config.json defaults (temperature, top_k, top_p, repetition_penalty), then flags.

@@ -57,6 +57,7 @@ ModelConfig released_shape(const std::string& name) {
     c.moe_intermediate_size = s.expert_inter;
     c.shared_expert_intermediate_size = s.shared_inter;
     c.mtp_layers = 1;
+    c.max_position_embeddings = 262144;  // every released size (reference/qwen35-model.md)
     return c;
   }
   std::string names;

@@ -106,6 +106,7 @@ json error_body(int status, const std::string& message) {
 }
 
 ParsedRequest parse_messages(const json& body, const ServedModel& model) {
+  require_text(model, "messages");
   ParsedRequest r;
   const json* messages = get_array(body, "messages");
   if (!messages) bad_field("messages", "is required");

@@ -34,6 +34,13 @@ uint64_t random_u64() {
 }
 }  // namespace
 
+void require_text(const ServedModel& model, const std::string& field) {
+  if (!model.has_text)
+    bad_field(field,
+              "this server runs random weights (--synthetic) without a tokenizer or chat template: send token ids as the prompt of "
+              "/v1/completions");
+}
+
 SamplingParams parse_sampling(const json& body, const ServedModel& model, double temperature_max) {
   SamplingParams p = model.session.default_sampling();
   if (auto v = get_number(body, "temperature", 0.0, temperature_max)) p.temperature = static_cast<float>(*v);

@@ -23,7 +23,11 @@ struct ServedModel {
   std::string id;  // the model name requests see ("qwen35-demo")
   int64_t ctx_size = 8192;
   ServeLimits limits;
+  bool has_text = true;  // false: random weights (serve --synthetic), token ids in, placeholder text out
 };
+
+// 400 naming `field` when the model has no tokenizer or chat template (serve --synthetic).
+void require_text(const ServedModel& model, const std::string& field);
 
 struct ParsedRequest {
   GenerationRequest gen;

@@ -2,14 +2,17 @@
 
 #include <httplib.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
 #include "server/anthropic_api.h"
 #include "server/auth.h"
+#include "server/guarded_server.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/web_assets.h"
 
 namespace qwenrt::server {
 
@@ -34,9 +37,31 @@ struct InFlight {
   bool released = false;
 };
 
+// What the connection loop enforces (server/guarded_server.h). The body budget is twice the API's
+// limit so that a body just over it is read to its end and answered 413, not cut off.
+ConnectionLimits connection_limits(const HttpOptions& o) {
+  ConnectionLimits l;
+  l.idle_timeout = std::chrono::seconds(o.keep_alive_s);
+  l.request_timeout = std::chrono::seconds(o.read_timeout_s);
+  l.write_timeout = std::chrono::seconds(o.write_timeout_s);
+  l.max_header_bytes = 2 * o.max_header_bytes;
+  l.max_body_bytes = 2 * o.max_body_bytes + (std::size_t{64} << 10);
+  return l;
+}
+
+bool is_static_file(const std::string& path) {
+  for (const auto& f : web::embedded_files())
+    if (f.url == path) return true;
+  return false;
+}
+
+// The chat page asks for nothing outside the server (no CDN, no inline script).
+constexpr const char* kPagePolicy =
+    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'";
+
 }  // namespace
 
-HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {}
+HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), http_(std::make_unique<GuardedServer>(connection_limits(options_))) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -49,10 +74,8 @@ int HttpServer::start() {
   auto& h = *http_;
   const int threads = options_.threads;
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  h.set_read_timeout(options_.read_timeout_s);
+  h.set_read_timeout(options_.read_timeout_s);  // the whole request: GuardedServer
   h.set_write_timeout(options_.write_timeout_s);
-  h.set_keep_alive_timeout(options_.keep_alive_s);
-  h.set_keep_alive_max_count(1000);
   h.set_payload_max_length(options_.max_body_bytes);
   h.set_tcp_nodelay(true);
   routes();
@@ -83,19 +106,53 @@ void HttpServer::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool HttpServer::check_origin(const httplib::Request& req, httplib::Response& res) {
+  const std::string origin = req.get_header_value("Origin");
+  const bool allowed = !origin.empty() && origin == options_.cors_origin;
+  if (allowed) {
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
+    res.set_header("Access-Control-Expose-Headers", "Retry-After");
+  }
+  if (req.method == "OPTIONS") {  // a preflight (or a plain OPTIONS): no key needed, no body
+    res.status = allowed || origin.empty() ? 204 : 403;
+    res.set_header("Allow", "GET, POST, OPTIONS");
+    if (allowed) {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      // The headers the page asks for (the official clients add their own x-stainless-* ones).
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+    }
+    return true;
+  }
+  // A browser names the page's origin on requests that change things; one that is neither this
+  // server (the chat page) nor the --cors origin is refused, so another site cannot make a
+  // visitor's browser run generations here (it could not read the answer, but the work would run).
+  if (!origin.empty() && !allowed && origin != "http://" + req.get_header_value("Host")) {
+    error(res, req.path.rfind("/v1/messages", 0) == 0 ? kAnthropic : kOpenAiChat, 403,
+          "requests from origin " + origin + " are not allowed (start the server with --cors ORIGIN)");
+    return true;
+  }
+  return false;
+}
+
 void HttpServer::routes() {
   auto& h = *http_;
   auto api_of = [](const std::string& path) { return path.rfind("/v1/messages", 0) == 0 ? kAnthropic : kOpenAiChat; };
 
-  // Before any route: header size, readiness, API key.
+  // Before any route: origin (CORS), header size, API key, readiness. The chat page's files and
+  // /health need no key: the page holds no data and asks for the key itself (a browser cannot send
+  // one when it loads a page).
   h.set_pre_routing_handler([this, api_of](const httplib::Request& req, httplib::Response& res) {
+    if (check_origin(req, res)) return httplib::Server::HandlerResponse::Handled;
     std::size_t header_bytes = req.path.size();
     for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
     if (header_bytes > options_.max_header_bytes) {
       error(res, api_of(req.path), 431, "the request headers are larger than " + std::to_string(options_.max_header_bytes) + " bytes");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || (req.method == "GET" && is_static_file(req.path))) return httplib::Server::HandlerResponse::Unhandled;
     if (!authorized(options_.api_key, req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
       error(res, api_of(req.path), 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY)");
       return httplib::Server::HandlerResponse::Handled;
@@ -126,6 +183,16 @@ void HttpServer::routes() {
     error(res, api_of(req.path), 500, what);
   });
 
+  for (const auto& f : web::embedded_files()) {
+    std::string pattern;  // the path as a regular expression
+    for (char c : f.url) pattern += std::isalnum(static_cast<unsigned char>(c)) || c == '/' ? std::string(1, c) : std::string("\\") + c;
+    h.Get(pattern, [&f](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Content-Security-Policy", kPagePolicy);
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(f.body.data(), f.body.size(), std::string(f.mime) + "; charset=utf-8");
+    });
+  }
   h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const State s = state_;
     if (s == State::Ready) return send_json(res, 200, {{"status", "ok"}});
@@ -153,6 +220,7 @@ void HttpServer::routes() {
       } else {
         const auto prompt = get_string(body, "prompt");
         if (!prompt) bad_field("prompt", "is required (or messages)");
+        require_text(*model_, "prompt");
         tokens = model_->session.tokenizer().encode(*prompt);
       }
       send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model_->ctx_size}});
@@ -163,6 +231,7 @@ void HttpServer::routes() {
   h.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       const json body = parse_body(req.body);
+      require_text(*model_, "tokens");
       const json* tokens = get_array(body, "tokens");
       if (!tokens) bad_field("tokens", "is required");
       std::vector<int32_t> ids;

@@ -26,8 +26,11 @@ struct HttpOptions {
   std::string api_key;  // empty: no key needed
   std::size_t max_body_bytes = std::size_t{8} << 20;
   std::size_t max_header_bytes = std::size_t{16} << 10;
+  // read: a whole request (line, headers, body) must arrive within it; write: each write of an
+  // answer; keep-alive: a connection waits this long for the next request (docs/server.md).
   int read_timeout_s = 30, write_timeout_s = 30, keep_alive_s = 5;
-  int threads = 64;  // connections served at once (each streaming answer holds one)
+  int threads = 64;         // connections served at once (each streaming answer holds one)
+  std::string cors_origin;  // the one origin (scheme://host[:port]) browsers may call from; empty: none
 };
 
 class HttpServer {
@@ -49,6 +52,8 @@ class HttpServer {
   void routes();
   void generate(const httplib::Request& req, httplib::Response& res, int api);
   void error(httplib::Response& res, int api, int status, const std::string& message, const std::string& param = "");
+  // CORS and the origin check; true when it answered the request (a preflight or a refusal).
+  bool check_origin(const httplib::Request& req, httplib::Response& res);
 
   HttpOptions options_;
   std::unique_ptr<httplib::Server> http_;

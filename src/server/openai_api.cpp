@@ -174,6 +174,7 @@ json error_body(int status, const std::string& message, const std::string& param
 }
 
 static void build_chat(const json& body, const ServedModel& model, ParsedRequest& r) {
+  require_text(model, "messages");
   const json* messages = get_array(body, "messages");
   if (!messages) bad_field("messages", "is required");
   json request = {{"messages", normalize_messages(*messages, model)}, {"add_generation_prompt", true}};
@@ -229,6 +230,7 @@ ParsedRequest parse_completion(const json& body, const ServedModel& model) {
   // A batch of one is the prompt itself.
   if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) prompt = prompt[0];
   if (prompt.is_string()) {
+    require_text(model, "prompt");
     r.gen.prompt = model.session.tokenizer().encode(prompt.get<std::string>());
   } else if (prompt.is_array()) {
     const int64_t vocab = model.session.model().config().vocab_size;
@@ -244,6 +246,8 @@ ParsedRequest parse_completion(const json& body, const ServedModel& model) {
     bad_field("prompt", "must be a string or an array of token ids");
   }
   if (r.gen.prompt.empty()) bad_field("prompt", "must not be empty");
+  if (static_cast<int64_t>(r.gen.prompt.size()) >= model.ctx_size)
+    bad_field("prompt", "is " + std::to_string(r.gen.prompt.size()) + " tokens, the context " + std::to_string(model.ctx_size) + " (--ctx-size)");
   r.gen.sampling = parse_sampling(body, model, 2.0);
   parse_choices(body, model, false, r);
   r.gen.output.stop_strings = get_string_list(body, "stop", model.limits.max_stop_strings);

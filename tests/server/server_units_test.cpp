@@ -1,8 +1,13 @@
-// Pieces of src/server that need no model: API keys, typed JSON fields, the JSON depth limit.
+// Pieces of src/server that need no model: API keys, typed JSON fields, the JSON depth limit, the
+// embedded chat page.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "server/auth.h"
 #include "server/json_fields.h"
+#include "server/web_assets.h"
 
 namespace qwenrt::server {
 namespace {
@@ -44,6 +49,24 @@ TEST(ServerJson, BodyLimits) {
   EXPECT_THROW(parse_body("{"), RequestError);
   EXPECT_THROW(parse_body(std::string(200, '[') + std::string(200, ']')), RequestError);
   EXPECT_THROW(parse_body("{\"x\": " + std::string(100000, '[') + "}"), RequestError);
+}
+
+TEST(ServerWeb, PageIsEmbeddedByteForByte) {
+  const std::pair<const char*, const char*> expected[] = {{"/", "index.html"}, {"/chat.js", "chat.js"}, {"/chat.css", "chat.css"}};
+  ASSERT_EQ(web::embedded_files().size(), std::size(expected));
+  for (const auto& [url, file] : expected) {
+    const web::EmbeddedFile* found = nullptr;
+    for (const auto& f : web::embedded_files())
+      if (f.url == url) found = &f;
+    ASSERT_NE(found, nullptr) << url;
+    std::ifstream in(std::string(QWENRT_SOURCE_DIR "/src/server/web/") + file, std::ios::binary);
+    std::ostringstream source;
+    source << in.rdbuf();
+    ASSERT_FALSE(source.str().empty()) << file;
+    EXPECT_EQ(found->body, source.str()) << file;
+    EXPECT_EQ(found->body.data()[found->body.size()], '\0');
+  }
+  EXPECT_EQ(web::embedded_files()[0].mime, "text/html");
 }
 
 }  // namespace

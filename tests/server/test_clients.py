@@ -5,10 +5,8 @@ demo model. Exits 77 (CTest: skipped) when the client packages are missing.
 
     QWENRT_CLI=build/rel/qwenrt python3 tests/server/test_clients.py
 """
-import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -25,55 +23,18 @@ except ImportError as e:  # pragma: no cover
     print(f"skipping: {e} (pip install -r tests/server/requirements.txt)")
     sys.exit(77)
 
-CLI = os.environ.get("QWENRT_CLI", "build/rel/qwenrt")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import CLI, Server as ServerProcess  # noqa: E402
 
 
-class Server:
-    """One `qwenrt serve` process on a free port of 127.0.0.1."""
-
-    def __init__(self, *args, env=None):
-        self.proc = subprocess.Popen([CLI, "serve", "--port", "0", "--threads", "2", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
-        deadline = time.time() + 60
-        line = ""
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if "ready on" in line or not line:
-                break
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+class Server(ServerProcess):
+    """A `qwenrt serve` process with the official clients pointed at it."""
 
     def openai(self, key="none", **kw):
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=60, **kw)
 
     def anthropic(self, key="none"):
         return anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0, timeout=60)
-
-    def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
-        c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-        r = c.getresponse()
-        raw = r.read()
-        c.close()
-        try:
-            return r.status, json.loads(raw), dict(r.getheaders())
-        except ValueError:
-            return r.status, raw.decode(errors="replace"), dict(r.getheaders())
-
-    def metrics(self):
-        status, text, _ = self.request("GET", "/metrics")
-        assert status == 200, text
-        return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(qwenrt_\w+) (\S+)$", text, re.M)}
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
 
 
 def greedy_run(prompt, max_tokens):
