@@ -81,7 +81,7 @@ std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int
 }  // namespace
 
 int run_bench(const Args& args) {
-  Options opt("bench", {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
+  Options opt("bench", {"model", "synthetic", "quant", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
@@ -95,17 +95,32 @@ int run_bench(const Args& args) {
   std::string source;
   std::optional<Qwen35Model> model;
   const double t_load = now_s();
+  // --quant: the synthetic matrices' format (model/weights.h SyntheticFormat), bytes per weight.
+  SyntheticFormat format = SyntheticFormat::BF16;
+  double bytes_per_weight = 2.0;
+  if (opt.has("quant")) {
+    if (!opt.has("synthetic")) fail("bench: --quant applies to --synthetic weights (a checkpoint's own format is used with --model)");
+    const std::string q = opt.str("quant");
+    if (q == "q4") format = SyntheticFormat::MlxQ4, bytes_per_weight = 0.5625;
+    else if (q == "q8") format = SyntheticFormat::MlxQ8, bytes_per_weight = 1.0625;
+    else if (q == "fp8") format = SyntheticFormat::Fp8, bytes_per_weight = 1.0;
+    else if (q != "bf16") fail("bench: --quant '", q, "' is not one of q4, q8, fp8, bf16");
+    if (format != SyntheticFormat::BF16 && device.kind == DeviceSpec::Kind::Cuda)
+      fail("bench: quantized weights do not run on the CUDA backend yet; use --device cpu");
+  }
   if (opt.has("synthetic")) {
-    source = "synthetic:" + opt.str("synthetic");
+    source = "synthetic:" + opt.str("synthetic") + (opt.has("quant") ? ":" + opt.str("quant") : "");
     ModelConfig c = released_shape(opt.str("synthetic"));
     ModelWeights probe;  // size check before allocating: random weights are all resident
-    const std::size_t need = 2 * (matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) * (c.tie_word_embeddings ? 1 : 2));
+    const std::size_t need =
+        static_cast<std::size_t>(bytes_per_weight * static_cast<double>(matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) *
+                                                                                               (c.tie_word_embeddings ? 1 : 2)));
     const bool on_gpu = device.kind == DeviceSpec::Kind::Cuda;  // random matrices are made on the GPU
     const std::size_t avail = available_memory_bytes();
     if (!on_gpu && avail != 0 && need > avail * 9 / 10)
       fail("bench: random weights of ", opt.str("synthetic"), " need ", need / 1e9, " GB of memory but only ", avail / 1e9,
            " GB are available; try a smaller size (0.8b, 2b, 4b)");
-    model.emplace(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu));
+    model.emplace(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu, format));
   } else {
     source = opt.str("model");
     model.emplace(Qwen35Model::load(source));
