@@ -2,8 +2,9 @@
 // equal the script's torch dequantization bit for bit, the modules Qwen keeps in bf16 stay dense, and
 // inconsistent inputs are clear errors naming the tensor. (Logits, greedy tokens and batching are
 // checked by parity_test.cpp on the same fixtures.)
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>

@@ -52,8 +52,7 @@ void rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y
   std::vector<float> wrow(static_cast<std::size_t>(k));
   for (int64_t r = r0; r < r1; ++r) {
     const auto* row = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r) * w.row_bytes());
-    for (int64_t c = 0; c < k; ++c)
-      wrow[static_cast<std::size_t>(c)] = f16_to_f32(e4m3_as_f16_over_256(row[c])) * scaled_256<S>(w, r, c / bc);
+    for (int64_t c = 0; c < k; ++c) wrow[static_cast<std::size_t>(c)] = f16_to_f32(e4m3_as_f16_over_256(row[c])) * scaled_256<S>(w, r, c / bc);
     for (int64_t i = 0; i < n; ++i) {
       const float* xr = x + i * k;
       float l[8] = {};
@@ -114,8 +113,7 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
   for (int i = 0; i < NX; ++i)
     for (int j = 0; j < NW; ++j) {
       float s = hsum8(acc[i][j]);
-      for (int64_t c = k8; c < k; ++c)
-        s = std::fma(x[i * k + c], f16_to_f32(e4m3_as_f16_over_256(rows[j][c])) * scaled_256<S>(w, r + j, c / bc), s);
+      for (int64_t c = k8; c < k; ++c) s = std::fma(x[i * k + c], f16_to_f32(e4m3_as_f16_over_256(rows[j][c])) * scaled_256<S>(w, r + j, c / bc), s);
       y[i * ldy + j] = s;
     }
 }

@@ -88,7 +88,8 @@ TEST_P(Fp8BlockMatmul, RowsAreCodeTimesTheirBlockScale) {
   for (int64_t r = 0; r < c.rows; ++r)
     for (int64_t col = 0; col < c.cols; ++col) {
       const float s = m.w.fp8_scale(r, col / c.bc);
-      ASSERT_EQ(deq[static_cast<std::size_t>(r * c.cols + col)], static_cast<float>(e4m3_definition(m.q[static_cast<std::size_t>(r * c.cols + col)])) * s)
+      ASSERT_EQ(deq[static_cast<std::size_t>(r * c.cols + col)],
+                static_cast<float>(e4m3_definition(m.q[static_cast<std::size_t>(r * c.cols + col)])) * s)
           << r << "," << col;
     }
   // A slice starting inside a block row keeps the scales of the rows it came from.
