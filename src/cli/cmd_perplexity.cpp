@@ -28,14 +28,10 @@ int run_perplexity(const Args& args) {
   const PerplexityResult r = perplexity(model, tokens, ctx, chunk, ThreadPool::global());
   const double tps = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
   if (opt.flag("json")) {
-    nlohmann::json j = {{"perplexity", r.perplexity},
-                        {"nll_per_token", r.nll / static_cast<double>(r.tokens_scored)},
-                        {"tokens", r.tokens},
-                        {"tokens_scored", r.tokens_scored},
-                        {"windows", r.windows},
-                        {"ctx", ctx},
-                        {"seconds", r.seconds},
-                        {"tokens_per_second", tps}};
+    nlohmann::json j = {{"perplexity", r.perplexity}, {"nll_per_token", r.nll / static_cast<double>(r.tokens_scored)},
+                        {"tokens", r.tokens},         {"tokens_scored", r.tokens_scored},
+                        {"windows", r.windows},       {"ctx", ctx},
+                        {"seconds", r.seconds},       {"tokens_per_second", tps}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("perplexity %.4f over %lld tokens (%lld scored, %lld windows of %lld), %.1f tokens/s\n", r.perplexity,

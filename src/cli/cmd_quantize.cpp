@@ -38,8 +38,8 @@ int run_quantize(const Args& args) {
     if (pct == last || (!tty && pct != 100 && pct % 10 != 0)) return;  // a line per 10% when stderr is a file
     last = pct;
     const int width = 40, fill = pct * width / 100;
-    std::fprintf(stderr, "%squantize [%.*s%*s] %3d%% %.0f / %.0f MB", tty ? "\r" : "", fill, "########################################",
-                 width - fill, "", pct, static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6);
+    std::fprintf(stderr, "%squantize [%.*s%*s] %3d%% %.0f / %.0f MB", tty ? "\r" : "", fill, "########################################", width - fill,
+                 "", pct, static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6);
     if (!tty || pct == 100) std::fputc('\n', stderr);
     std::fflush(stderr);
   };

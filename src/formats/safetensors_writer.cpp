@@ -51,8 +51,7 @@ void SafetensorsWriter::write_header() {
 
 void SafetensorsWriter::write(const std::string& name, std::span<const std::byte> bytes) {
   if (!file_) write_header();
-  if (next_ >= entries_.size() || entries_[next_].name != name)
-    fail("internal: safetensors tensor '", name, "' written out of declaration order");
+  if (next_ >= entries_.size() || entries_[next_].name != name) fail("internal: safetensors tensor '", name, "' written out of declaration order");
   if (written_ + bytes.size() > entries_[next_].bytes)
     fail("internal: tensor '", name, "' given ", written_ + bytes.size(), " bytes, declared ", entries_[next_].bytes);
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())

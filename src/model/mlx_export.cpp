@@ -208,9 +208,8 @@ MlxExportSummary export_mlx_affine(const CheckpointDir& in, const ModelConfig& c
       continue;
     }
     Planned p{out, t->shape, dtype, {{t, 0, 1}}, t->numel()};
-    p.add_one = unsanitized_conv && t->shape.size() == 1 && std::any_of(std::begin(kNormSuffixes), std::end(kNormSuffixes), [&](const char* s) {
-                  return ends_with(name, s);
-                });
+    p.add_one = unsanitized_conv && t->shape.size() == 1 &&
+                std::any_of(std::begin(kNormSuffixes), std::end(kNormSuffixes), [&](const char* s) { return ends_with(name, s); });
     plan.push_back(std::move(p));
   }
   for (const auto& [prefix, projs] : experts)
@@ -220,7 +219,8 @@ MlxExportSummary export_mlx_affine(const CheckpointDir& in, const ModelConfig& c
       for (int64_t e = 0; e < E; ++e) {
         auto it = by_expert.find(e);
         if (it == by_expert.end()) fail(in.dir().string(), ": expert ", e, " of '", prefix, "experts.*.", proj, "' is missing");
-        if (it->second->shape != by_expert.begin()->second->shape) fail(it->second->file, ": tensor '", it->second->name, "' differs in shape from expert 0");
+        if (it->second->shape != by_expert.begin()->second->shape)
+          fail(it->second->file, ": tensor '", it->second->name, "' differs in shape from expert 0");
         rows.push_back({it->second, 0, it->second->shape[0]});
       }
       const TensorInfo* t0 = by_expert.begin()->second;

@@ -1,13 +1,14 @@
 // Perplexity against the float64 oracle: over one window it is exp of the mean −log softmax of the
 // reference logits (tests/fixtures, transformers in float64); over several windows each window
 // starts from an empty cache, so it equals the windows' prompts scored on their own.
+#include "engine/perplexity.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/error.h"
 #include "engine/greedy_generation.h"
-#include "engine/perplexity.h"
 #include "formats/npy.h"
 #include "support/fixtures.h"
 

@@ -3,19 +3,21 @@
 // loaded back, is where the loader reads it (norms as bf16 1 + w, conv and A_log unchanged, each
 // expert's rows its own, each matrix within its quantization step). Byte equality with mlx-lm's
 // own conversion is checked by tests/cli/test_quantize_mlx.py.
-#include <gtest/gtest.h>
+#include "model/mlx_export.h"
+
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/half.h"
+#include "engine/greedy_generation.h"
 #include "formats/checkpoint_dir.h"
 #include "formats/mlx_affine_quantize.h"
-#include "engine/greedy_generation.h"
 #include "formats/npy.h"
-#include "model/mlx_export.h"
 #include "model/qwen35_model.h"
 #include "model/weights.h"
 #include "support/fixtures.h"
@@ -157,9 +159,7 @@ void expect_close_rows(const Weight& dense, const Weight& q, const std::string& 
   }
 }
 
-void expect_same(const ParamVector& a, const ParamVector& b, const std::string& what) {
-  ASSERT_EQ(a.host, b.host) << what;
-}
+void expect_same(const ParamVector& a, const ParamVector& b, const std::string& what) { ASSERT_EQ(a.host, b.host) << what; }
 
 // A zero-centred norm: qwenrt folds 1 + w in f32; mlx-lm stores 1 + w in bf16.
 void expect_baked_norm(const ParamVector& folded, const ParamVector& baked, const std::string& what) {
