@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # The server tests use the official openai and anthropic clients (pinned); they skip without them.
 python3 -m pip install -q -r tests/server/requirements.txt || echo "test.sh: pip install failed; the server client tests will skip"
+# `qwenrt quantize` is checked against mlx-lm's own conversion; it skips without mlx-lm.
+python3 -m pip install -q -r tests/cli/requirements.txt || echo "test.sh: pip install failed; the quantize_mlx test will skip"
 jobs=$(nproc)
 # The CUDA backend compiles (and its GPU tests skip) wherever the toolkit is installed, GPU or not.
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi

@@ -59,21 +59,58 @@ TEXT = dict(
     mtp_num_hidden_layers=1,
 )  # fmt: skip
 
-BASE = mf.Variant(
-    "mlx_base", "vlm", TEXT, seed=808, prompt_len=40,
-    edit_config=mf.vlm_config_edit, vision=mf.VLM_VISION,
-    covers="",
+# A flat MoE (Qwen3_5MoeForCausalLM) whose every expert width is a multiple of 64. mlx-lm reads it
+# as model_type qwen3_5_moe (its sanitize fuses nothing further: experts.gate_up_proj is split
+# into switch_mlp.{gate,up}_proj) and its quant_predicate keeps the router and shared_expert_gate
+# at 8 bits.
+MOE_TEXT = dict(
+    vocab_size=256, hidden_size=64, num_hidden_layers=4,
+    layer_types=[LIN, LIN, LIN, FULL],
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+    linear_num_key_heads=2, linear_num_value_heads=4,
+    linear_key_head_dim=16, linear_value_head_dim=32, linear_conv_kernel_dim=4,
+    num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+    shared_expert_intermediate_size=128,
+    rms_norm_eps=1e-6, tie_word_embeddings=False, rope_parameters=mf.rope(1e7, 32, [2, 1, 1]),
 )  # fmt: skip
 
-# name: (bits, group size, mlx-lm mixed recipe or None, what it covers)
+BASES = {
+    "vlm_tied": mf.Variant("mlx_base", "vlm", TEXT, seed=808, prompt_len=40, edit_config=mf.vlm_config_edit,
+                           vision=mf.VLM_VISION, covers=""),
+    "vlm_untied": mf.Variant("mlx_untied_base", "vlm", {**TEXT, "tie_word_embeddings": False}, seed=818, prompt_len=40,
+                             edit_config=mf.vlm_config_edit, vision=mf.VLM_VISION, covers=""),
+    "moe": mf.Variant("mlx_moe_base", "moe", MOE_TEXT, seed=828, prompt_len=40, covers=""),
+}  # fmt: skip
+
+# name: (base, bits, group size, mlx-lm mixed recipe or None, dequantized samples, what it covers)
+DENSE_SAMPLES = ["language_model.model.embed_tokens", "language_model.model.layers.3.mlp.down_proj"]
 RECIPES = {
-    "mlx_q4_g64": (4, 64, None, "4-bit g64 (the mlx-community default), tied quantized embedding/head"),
-    "mlx_q8_g32": (8, 32, None, "8-bit g32"),
-    "mlx_q3_g64": (3, 64, None, "3-bit g64 (elements straddle uint32 words)"),
-    "mlx_mixed_3_6": (3, 64, "mixed_3_6", "mlx-lm's mixed_3_6 recipe: 6-bit v_proj/down_proj on sensitive layers, 3-bit elsewhere (per-module entries)"),
-}
-DEQUANT_SAMPLES = ["language_model.model.embed_tokens", "language_model.model.layers.3.mlp.down_proj"]
+    "mlx_q4_g64": ("vlm_tied", 4, 64, None, DENSE_SAMPLES, "4-bit g64 (the mlx-community default), tied quantized embedding/head"),
+    "mlx_q8_g32": ("vlm_tied", 8, 32, None, DENSE_SAMPLES, "8-bit g32"),
+    "mlx_q3_g64": ("vlm_tied", 3, 64, None, DENSE_SAMPLES, "3-bit g64 (elements straddle uint32 words)"),
+    "mlx_mixed_3_6": ("vlm_tied", 3, 64, "mixed_3_6", DENSE_SAMPLES,
+                      "mlx-lm's mixed_3_6 recipe: 6-bit v_proj/down_proj on sensitive layers, 3-bit elsewhere (per-module entries)"),
+    "mlx_untied_q5_g32": ("vlm_untied", 5, 32, None, ["language_model.lm_head", "language_model.model.layers.3.mlp.down_proj"],
+                          "5-bit g32, untied quantized lm_head"),
+    "mlx_moe_q4_g64": ("moe", 4, 64, None,
+                       ["language_model.model.layers.1.mlp.switch_mlp.down_proj", "language_model.model.layers.1.mlp.gate"],
+                       "MoE: experts fused as mlx-lm's switch_mlp [E, ...] at 4-bit g64, router and shared_expert_gate at 8 bits"),
+}  # fmt: skip
 NORM_KEYS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight", ".k_norm.weight")
+
+
+def mlx_readable(hf: Path, work: Path) -> Path:
+    """The folder mlx-lm loads: a flat MoE config says model_type qwen3_5_moe_text, which mlx-lm
+    knows as qwen3_5_moe (same weights, same fields)."""
+    config = json.loads((hf / "config.json").read_text())
+    if config.get("model_type") != "qwen3_5_moe_text":
+        return hf
+    out = work / f"{hf.name}_mlx_in"
+    if not out.exists():
+        shutil.copytree(hf, out)
+        config["model_type"] = "qwen3_5_moe"
+        mf.write_json(out / "config.json", config)
+    return out
 
 
 def mlx_convert(hf: Path, out: Path, bits: int, group_size: int, recipe: str | None) -> None:
@@ -101,7 +138,20 @@ def f64(a: mx.array) -> torch.Tensor:
     return torch.from_numpy(np.array(a.astype(mx.float32), dtype=np.float64))
 
 
-def dequantized(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
+def fuse_switch_mlp(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """mlx-lm's switch_mlp.{gate,up,down}_proj back to transformers' experts.gate_up_proj / down_proj."""
+    out = {}
+    for name, t in state.items():
+        if ".switch_mlp." not in name:
+            out[name] = t
+        elif name.endswith("switch_mlp.gate_proj.weight"):
+            prefix = name.removesuffix("switch_mlp.gate_proj.weight")
+            out[prefix + "experts.gate_up_proj"] = torch.cat([t, state[prefix + "switch_mlp.up_proj.weight"]], dim=1)
+            out[prefix + "experts.down_proj"] = state[prefix + "switch_mlp.down_proj.weight"]
+    return out
+
+
+def dequantized(folder: Path, sample_names: list[str], flat: bool) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
     """The float64 HF-named state equivalent to what mlx-lm wrote, and the float32 dequantized samples."""
     config = json.loads((folder / "config.json").read_text())
     quant = config["quantization"]
@@ -116,7 +166,7 @@ def dequantized(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, np.nda
             w = mx.dequantize(value, weights[f"{module}.scales"].astype(mx.float32), weights[f"{module}.biases"].astype(mx.float32),
                               group_size=spec["group_size"], bits=spec["bits"])  # fmt: skip
             assert w.dtype == mx.float32
-            if module in DEQUANT_SAMPLES:
+            if module in sample_names:
                 samples[module] = np.array(w)
             t = torch.from_numpy(np.array(w).astype(np.float64))
         else:
@@ -125,31 +175,34 @@ def dequantized(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, np.nda
             t = t.movedim(2, 1).contiguous()  # [C, K, 1] -> [C, 1, K]
         if name.endswith(NORM_KEYS):
             t = t - 1.0  # mlx-lm stored 1 + w; exact in float64
-        hf = name.replace("language_model.model.", "model.language_model.", 1).replace("language_model.lm_head", "lm_head", 1)
+        inner = "model." if flat else "model.language_model."
+        hf = name.replace("language_model.model.", inner, 1).replace("language_model.lm_head", "lm_head", 1)
         out[hf] = t
-    assert set(samples) == set(DEQUANT_SAMPLES), sorted(samples)
-    return out, samples
+    assert set(samples) == set(sample_names), sorted(samples)
+    return fuse_switch_mlp(out), samples
 
 
-def build(name: str, base_hf: Path, vision: dict[str, torch.Tensor], out: Path, work: Path) -> dict:
-    bits, group_size, recipe, covers = RECIPES[name]
+def build(name: str, bases: dict[str, tuple[Path, dict[str, torch.Tensor]]], out: Path, work: Path) -> dict:
+    base_name, bits, group_size, recipe, sample_names, covers = RECIPES[name]
+    base = BASES[base_name]
+    base_hf, vision = bases[base_name]
     folder = out / name
-    mlx_convert(base_hf, folder, bits, group_size, recipe)
-    state, samples = dequantized(folder)
+    mlx_convert(mlx_readable(base_hf, work), folder, bits, group_size, recipe)
+    state, samples = dequantized(folder, sample_names, flat=base.kind != "vlm")
     state.update(vision)
     deq = work / f"{name}_hf"
     deq.mkdir()
     shutil.copy(base_hf / "config.json", deq / "config.json")
     shutil.copy(base_hf / "generation_config.json", deq / "generation_config.json")
     save_file(state, deq / "model.safetensors", metadata={"format": "pt"})
-    ref = mf.exact_reference("vlm", deq, state, BASE.seed, BASE.prompt_len)
-    stock = mf.stock_errors("vlm", deq, ref)
+    ref = mf.exact_reference(base.kind, deq, state, base.seed, base.prompt_len)
+    stock = mf.stock_errors(base.kind, deq, ref)
     notes = (mf.NOTES + f" Weights: mlx-lm {mlx_lm.__version__} (mlx {mx.__version__}) quantized the random checkpoint ({covers});"
              " the reference runs on mlx.core.dequantize's float32 values (scales and biases widened to float32) with the"
              " norms' baked 1 + w as stored. dequant_<module>.npy: that float32 dequantization of a few matrices.")  # fmt: skip
     mf.save_reference(folder, ref, stock, notes)
     for module, w in samples.items():
-        np.save(folder / f"dequant_{module.removeprefix('language_model.model.')}.npy", np.ascontiguousarray(w, dtype="<f4"))
+        np.save(folder / f"dequant_{module.removeprefix('language_model.model.').removeprefix('language_model.')}.npy", np.ascontiguousarray(w, dtype="<f4"))
     print(f"{name}: T={len(ref.prompt)} min margin={min(ref.margins):.3g} stock f64/f32/bf16 = "
           f"{stock.float64:.1e}/{stock.float32:.1e}/{stock.bfloat16:.1e}")  # fmt: skip
     return {"name": name, "covers": covers}
@@ -165,11 +218,14 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        stored = mf.write_checkpoint(BASE, work / "base")
-        vision = {n: t.to(torch.float64) for n, t in stored.items() if n.startswith("model.visual.")}
+        bases = {}
         for name in args.only:
+            base_name = RECIPES[name][0]
+            if base_name not in bases:
+                stored = mf.write_checkpoint(BASES[base_name], work / base_name)
+                bases[base_name] = (work / base_name, {n: t.to(torch.float64) for n, t in stored.items() if n.startswith("model.visual.")})
             shutil.rmtree(args.out / name, ignore_errors=True)
-            build(name, work / "base", vision, args.out, work)
+            build(name, bases, args.out, work)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ enum class WeightFormat : uint8_t {
   F16,        // dense IEEE half
   BF16,       // dense bfloat16
   MlxAffine,  // MLX affine quantized: packed uint32 words + per-group scales and biases (Weight::quant)
+  Fp8Block,   // float8 e4m3 bytes + one scale per [block_rows, block_cols] tile (Weight::fp8; Qwen's FP8)
 };
 
 std::string_view weight_format_name(WeightFormat f);
@@ -44,6 +45,24 @@ struct AffineQuant {
 // Checks bits and group size (Error naming `what` otherwise).
 void check_affine_params(int bits, int group_size, const std::string& what);
 
+// The parameters of a block-scaled FP8 matrix (Qwen's and DeepSeek's "fine-grained FP8", transformers'
+// quant_method "fp8"): element (r, c) is one float8 e4m3fn byte q, and its value is
+// fl32(e4m3(q) · scale) with the scale of tile (r / block_rows, c / block_cols) of a row-major
+// [ceil(rows / block_rows), ceil(cols / block_cols)] grid (the checkpoint's `weight_scale_inv`, a
+// multiplier despite its name). `row_offset` is where this view's row 0 sits in the grid's rows (a
+// row slice keeps the scales of the rows it came from).
+struct BlockFp8 {
+  int block_rows = 0, block_cols = 0;
+  WeightFormat scale_format = WeightFormat::BF16;  // bf16 (Qwen), f16 or f32 (DeepSeek)
+  const std::byte* scales = nullptr;
+  int64_t scale_cols = 0;  // ceil(cols / block_cols)
+  int64_t row_offset = 0;
+};
+
+// The value of one float8 e4m3fn byte (exact in f32). The NaN codes 0x7f and 0xff, which a quantizer
+// that clamps to ±448 never writes, read as ±480 (`qwenrt info --check` reports them).
+float fp8_e4m3_to_f32(uint8_t q);
+
 // Where a backend other than the CPU keeps a weight (set once when the model moves there).
 struct BoundWeight {
   WeightFormat format = WeightFormat::BF16;  // may differ from the host's (f16/f32 rounded at upload)
@@ -60,32 +79,46 @@ struct Weight {
   float random_scale = 0;
   BoundWeight bound{};
   AffineQuant quant{};  // format == MlxAffine only
+  BlockFp8 fp8{};       // format == Fp8Block only
 
-  bool quantized() const { return format == WeightFormat::MlxAffine; }
-  // Bytes of one row of `data` (the packed words for a quantized matrix).
+  bool quantized() const { return format == WeightFormat::MlxAffine || format == WeightFormat::Fp8Block; }
+  // Bytes of one row of `data` (the packed words of an MLX affine matrix, one byte per FP8 element).
   std::size_t row_bytes() const {
-    return quantized() ? static_cast<std::size_t>(cols) * static_cast<std::size_t>(quant.bits) / 8
-                       : static_cast<std::size_t>(cols) * weight_element_bytes(format);
+    if (format == WeightFormat::MlxAffine) return static_cast<std::size_t>(cols) * static_cast<std::size_t>(quant.bits) / 8;
+    if (format == WeightFormat::Fp8Block) return static_cast<std::size_t>(cols);
+    return static_cast<std::size_t>(cols) * weight_element_bytes(format);
   }
-  // Bytes of one row of scales (and of biases) of a quantized matrix.
+  // Bytes of one row of scales (and of biases) of an MLX affine matrix.
   std::size_t group_row_bytes() const {
-    return quantized() ? static_cast<std::size_t>(cols / quant.group_size) * weight_element_bytes(quant.scale_format) : 0;
+    return format == WeightFormat::MlxAffine ? static_cast<std::size_t>(cols / quant.group_size) * weight_element_bytes(quant.scale_format) : 0;
   }
-  // All bytes a product streams: data, plus scales and biases when quantized.
-  std::size_t bytes() const { return (row_bytes() + 2 * group_row_bytes()) * static_cast<std::size_t>(rows); }
+  // All bytes a product streams: data, plus scales and biases (MLX affine) or the scale tiles the
+  // rows touch (FP8).
+  std::size_t bytes() const {
+    if (format == WeightFormat::Fp8Block) {
+      const int64_t first = fp8.row_offset / fp8.block_rows, last = (fp8.row_offset + rows + fp8.block_rows - 1) / fp8.block_rows;
+      return row_bytes() * static_cast<std::size_t>(rows) +
+             static_cast<std::size_t>((last - first) * fp8.scale_cols) * weight_element_bytes(fp8.scale_format);
+    }
+    return (row_bytes() + 2 * group_row_bytes()) * static_cast<std::size_t>(rows);
+  }
   // Rows [begin, begin + count) as a weight of their own.
   Weight row_slice(int64_t begin, int64_t count) const {
     Weight w = *this;
     w.rows = count;
     if (data) w.data = data + static_cast<std::size_t>(begin) * row_bytes();
-    if (quantized()) {
+    if (format == WeightFormat::MlxAffine) {
       w.quant.scales += static_cast<std::size_t>(begin) * group_row_bytes();
       w.quant.biases += static_cast<std::size_t>(begin) * group_row_bytes();
     }
+    if (format == WeightFormat::Fp8Block) w.fp8.row_offset += begin;
     w.bound = {};
     return w;
   }
-  // Row r widened (dense) or dequantized (MLX affine: fma(scale, q, bias) in f32) to f32.
+  // The FP8 scale of row r's column block cb, as f32.
+  float fp8_scale(int64_t r, int64_t cb) const;
+  // Row r widened (dense) or dequantized (MLX affine: fma(scale, q, bias) in f32; FP8:
+  // e4m3(q) · scale in f32) to f32.
   void row_to_f32(int64_t r, float* out) const;
 };
 

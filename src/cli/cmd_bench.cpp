@@ -57,7 +57,7 @@ std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int
 }  // namespace
 
 int run_bench(const Args& args) {
-  Options opt("bench", {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
+  Options opt("bench", {"model", "synthetic", "quant", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
@@ -71,9 +71,21 @@ int run_bench(const Args& args) {
   std::string source;
   std::optional<Qwen35Model> model;
   const double t_load = now_s();
+  // --quant: the synthetic matrices' format (model/weights.h SyntheticFormat), bytes per weight.
+  SyntheticFormat format = SyntheticFormat::BF16;
+  if (opt.has("quant")) {
+    if (!opt.has("synthetic")) fail("bench: --quant applies to --synthetic weights (a checkpoint's own format is used with --model)");
+    const std::string q = opt.str("quant");
+    if (q == "q4") format = SyntheticFormat::MlxQ4;
+    else if (q == "q8") format = SyntheticFormat::MlxQ8;
+    else if (q == "fp8") format = SyntheticFormat::Fp8;
+    else if (q != "bf16") fail("bench: --quant '", q, "' is not one of q4, q8, fp8, bf16");
+    if (format != SyntheticFormat::BF16 && device.kind == DeviceSpec::Kind::Cuda)
+      fail("bench: quantized weights do not run on the CUDA backend yet; use --device cpu");
+  }
   if (opt.has("synthetic")) {
-    source = "synthetic:" + opt.str("synthetic");
-    model.emplace(synthetic_model(opt.str("synthetic"), device, "bench"));
+    source = "synthetic:" + opt.str("synthetic") + (opt.has("quant") ? ":" + opt.str("quant") : "");
+    model.emplace(synthetic_model(opt.str("synthetic"), device, "bench", format));
   } else {
     source = opt.str("model");
     model.emplace(Qwen35Model::load(source));

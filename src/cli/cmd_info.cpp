@@ -74,7 +74,10 @@ int run_info(const Args& args) {
   std::map<std::string, std::tuple<int64_t, int64_t, std::size_t>> by_format;  // → (matrices, parameters, bytes)
   auto count = [&](const Weight& m) {
     std::string f(weight_format_name(m.format));
-    if (m.quantized()) f += " " + std::to_string(m.quant.bits) + "-bit g" + std::to_string(m.quant.group_size);
+    if (m.format == WeightFormat::MlxAffine) f += " " + std::to_string(m.quant.bits) + "-bit g" + std::to_string(m.quant.group_size);
+    if (m.format == WeightFormat::Fp8Block)
+      f += " block " + std::to_string(m.fp8.block_rows) + "x" + std::to_string(m.fp8.block_cols) + " " +
+           std::string(weight_format_name(m.fp8.scale_format)) + " scales";
     auto& [n, p, b] = by_format[f];
     ++n;
     p += m.rows * m.cols;

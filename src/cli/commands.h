@@ -19,6 +19,8 @@ int run_template(const Args& args);
 int run_run(const Args& args);
 int run_chat(const Args& args);
 int run_serve(const Args& args);
+int run_quantize(const Args& args);
+int run_perplexity(const Args& args);
 
 // Applies --threads (default: all hardware threads) to the global pool.
 class Options;

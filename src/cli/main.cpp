@@ -27,6 +27,9 @@ const char* kUsage =
     "  serve     [--model DIR] [--device cpu|cuda[:N]] [--host 127.0.0.1] [--port 8080] [--api-key KEY]\n"
     "            [--max-seqs N] [--ctx-size N] [--max-queue N]  (OpenAI and Anthropic HTTP APIs)\n"
     "            [--kv-bytes N] [--cache-bytes N] [--snapshot-interval N]  (KV pool, prefix cache; docs/server.md)\n"
+    "  quantize  --model DIR --out DIR [--bits B] [--group-size G] [--recipe mixed_2_6|mixed_3_4|mixed_3_6|mixed_4_6]\n"
+    "            (an MLX affine checkpoint, as mlx-lm's convert --quantize writes it)\n"
+    "  perplexity --model DIR -f FILE [--ctx N] [--json]  (windows of N tokens, default 512; tokens/s)\n"
     "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
 
 }  // namespace
@@ -48,6 +51,8 @@ int main(int argc, char** argv) {
     if (command == "run") return qwenrt::cli::run_run(args);
     if (command == "chat") return qwenrt::cli::run_chat(args);
     if (command == "serve") return qwenrt::cli::run_serve(args);
+    if (command == "quantize") return qwenrt::cli::run_quantize(args);
+    if (command == "perplexity") return qwenrt::cli::run_perplexity(args);
     std::fprintf(stderr, "qwenrt: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const qwenrt::Error& e) {

@@ -38,16 +38,23 @@ std::size_t matmul_params(const ModelConfig& c) {
   return params;
 }
 
-Qwen35Model synthetic_model(const std::string& name, const DeviceSpec& device, const std::string& command) {
+Qwen35Model synthetic_model(const std::string& name, const DeviceSpec& device, const std::string& command, SyntheticFormat format) {
   ModelConfig c = released_shape(name);
-  // Size check before allocating: random weights are all resident (bf16).
-  const std::size_t need = 2 * (matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) * (c.tie_word_embeddings ? 1 : 2));
+  // Size check before allocating: random weights are all resident. Bytes per weight of the packed
+  // forms: 4 bits + a bf16 scale and bias per 64 (q4), 8 bits + the same per 32 (q8), 1 byte (fp8).
+  const double bytes_per_weight = format == SyntheticFormat::MlxQ4   ? 0.5625
+                                  : format == SyntheticFormat::MlxQ8 ? 1.0625
+                                  : format == SyntheticFormat::Fp8   ? 1.0
+                                                                     : 2.0;
+  const std::size_t need =
+      static_cast<std::size_t>(bytes_per_weight * static_cast<double>(matmul_params(c) + static_cast<std::size_t>(c.vocab_size * c.hidden_size) *
+                                                                                             (c.tie_word_embeddings ? 1 : 2)));
   const bool on_gpu = device.kind == DeviceSpec::Kind::Cuda;  // random matrices are made on the GPU
   const std::size_t avail = available_memory_bytes();
   if (!on_gpu && avail != 0 && need > avail * 9 / 10)
     fail(command, ": random weights of ", name, " need ", need / 1e9, " GB of memory but only ", avail / 1e9,
          " GB are available; try a smaller size (0.8b, 2b, 4b)");
-  return Qwen35Model(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu));
+  return Qwen35Model(c, synthetic_weights(c, 1234, /*host_matrices=*/!on_gpu, format));
 }
 
 text::Tokenizer placeholder_tokenizer(int64_t vocab_size) {

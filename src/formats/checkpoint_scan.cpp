@@ -35,6 +35,8 @@ void count(DType t, const std::byte* data, std::size_t begin, std::size_t end, C
     case DType::F16: return count_range<uint16_t, 0x7C00, 0x03FF>(data, begin, end, c);
     case DType::F32: return count_range<uint32_t, 0x7F800000u, 0x007FFFFFu>(data, begin, end, c);
     case DType::F64: return count_range<uint64_t, 0x7FF0000000000000ull, 0x000FFFFFFFFFFFFFull>(data, begin, end, c);
+    case DType::F8E4M3: return count_range<uint8_t, 0x7F, 0x7F>(data, begin, end, c);  // e4m3fn: S.1111.111 is NaN, no Inf
+    case DType::F8E5M2: return count_range<uint8_t, 0x7C, 0x03>(data, begin, end, c);
     default: return;
   }
 }
@@ -50,7 +52,8 @@ CheckpointScan scan_non_finite(const CheckpointDir& ckpt, ThreadPool& pool) {
   std::vector<const TensorInfo*> tensors;
   std::vector<Chunk> chunks;
   for (const auto& [name, t] : ckpt.tensors()) {
-    if (t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32 && t->dtype != DType::F64) {
+    if (t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32 && t->dtype != DType::F64 && t->dtype != DType::F8E4M3 &&
+        t->dtype != DType::F8E5M2) {
       scan.skipped.push_back(name);
       continue;
     }

@@ -95,6 +95,34 @@ AffineSpec read_affine_spec(const json& obj, const AffineSpec& defaults, const s
   return spec;
 }
 
+Fp8Config read_fp8(const json& obj, const std::string& what) {
+  Fp8Config f;
+  f.present = true;
+  f.source = what;
+  const std::string fmt = string_field(obj, "fmt", "e4m3", what);
+  if (fmt != "e4m3") fail(what, ": fp8 fmt '", fmt, "' is not supported (only e4m3 weights load)");
+  const std::string scheme = string_field(obj, "activation_scheme", "dynamic", what);
+  if (scheme != "dynamic") fail(what, ": activation_scheme '", scheme, "' is not supported (\"dynamic\" only: static input scales are not read)");
+  if (auto b = obj.find("weight_block_size"); b != obj.end()) {
+    if (b->is_null()) fail(what, ": weight_block_size null (one scale per tensor) is not supported; block FP8 needs [rows, cols]");
+    if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() || !(*b)[1].is_number_integer())
+      fail(what, ": weight_block_size must be [rows, cols], two integers");
+    const int64_t br = (*b)[0].get<int64_t>(), bc = (*b)[1].get<int64_t>();
+    if (br < 1 || br > 65536 || bc < 8 || bc > 65536 || bc % 8 != 0)
+      fail(what, ": weight_block_size [", br, ", ", bc, "] is not supported (rows 1..65536, columns a multiple of 8 up to 65536)");
+    f.block_rows = static_cast<int>(br);
+    f.block_cols = static_cast<int>(bc);
+  }
+  if (auto m = obj.find("modules_to_not_convert"); m != obj.end() && !m->is_null()) {
+    if (!m->is_array()) fail(what, ": modules_to_not_convert must be an array of module names");
+    for (const auto& e : *m) {
+      if (!e.is_string()) fail(what, ": modules_to_not_convert entry ", e.dump(), " is not a string");
+      f.modules_to_not_convert.push_back(e.get<std::string>());
+    }
+  }
+  return f;
+}
+
 // "quantization" (MLX) at the top level or in text_config; else "quantization_config" when it is
 // MLX's copy of the same dict (no quant_method); other methods are named in an error.
 QuantizationConfig read_quantization(const json& root, const json* text, const std::string& source) {
@@ -123,7 +151,11 @@ QuantizationConfig read_quantization(const json& root, const json* text, const s
   const std::string what = source + " " + key;
   if (!found->is_object()) fail(what, ": must be an object");
   if (auto m = found->find("quant_method"); m != found->end() && !found->contains("bits")) {
-    fail(what, ": quant_method ", m->dump(), " is not supported (only MLX affine quantization loads for now)");
+    if (*m == "fp8") {
+      q.fp8 = read_fp8(*found, what);
+      return q;
+    }
+    fail(what, ": quant_method ", m->dump(), " is not supported (MLX affine quantization and quant_method \"fp8\" load)");
   }
   q.present = true;
   q.source = what;
@@ -143,6 +175,15 @@ QuantizationConfig read_quantization(const json& root, const json* text, const s
 }
 
 }  // namespace
+
+bool Fp8Config::not_converted(const std::string& module) const {
+  for (const auto& p : modules_to_not_convert) {
+    if (p.empty()) continue;
+    if (module.rfind(p, 0) == 0 && (module.size() == p.size() || module[p.size()] == '.')) return true;
+    if (module.size() >= p.size() && module.compare(module.size() - p.size(), p.size(), p) == 0) return true;
+  }
+  return false;
+}
 
 AffineSpec QuantizationConfig::spec_for(const std::string& module) const {
   if (!present) fail("'", module, ".scales' is present but config.json has no \"quantization\" (bits, group_size) for MLX affine weights");

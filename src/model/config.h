@@ -24,8 +24,25 @@ struct AffineSpec {
   int group_size = 64;
 };
 
-struct QuantizationConfig {
+// Qwen's FP8 checkpoints (transformers' "fine-grained FP8", as DeepSeek-V3 writes it):
+// "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+// "weight_block_size": [rows, cols], "modules_to_not_convert": [...]} at the top level or in
+// text_config. A matrix is FP8 when its `weight` is F8_E4M3 with a sibling `weight_scale_inv`; the
+// activations stay f32 (the weights are decoded in registers).
+struct Fp8Config {
   bool present = false;
+  int block_rows = 128, block_cols = 128;
+  std::vector<std::string> modules_to_not_convert;
+  std::string source;  // "config.json quantization_config", for errors
+
+  // Whether modules_to_not_convert names `module`, matched as transformers does without regular
+  // expressions: the entry is the module, a prefix of it up to a '.', or a suffix of it.
+  bool not_converted(const std::string& module) const;
+};
+
+struct QuantizationConfig {
+  Fp8Config fp8;
+  bool present = false;  // MLX affine parameters below are given
   AffineSpec defaults;
   std::map<std::string, std::optional<AffineSpec>> modules;  // nullopt: the entry was false
   std::string source;                                        // "config.json quantization", for errors

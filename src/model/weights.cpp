@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -50,6 +51,8 @@ class Binder {
     const int64_t cols = shape.back();
     const std::string module = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
     const TensorInfo* packed = ckpt_.find(name);
+    if (has(module + ".weight_scale_inv") || (packed && (packed->dtype == DType::F8E4M3 || packed->dtype == DType::F8E5M2)))
+      return fp8_matrix(name, module, shape);
     if (!has(module + ".scales")) {
       if (packed && packed->dtype == DType::U32)
         fail(packed->file, ": tensor '", name, "' holds packed U32 words but '", module,
@@ -96,6 +99,46 @@ class Binder {
     used_.insert(name);
     Weight w{WeightFormat::MlxAffine, rows, cols, packed->data};
     w.quant = {spec.bits, spec.group_size, weight_format_of(scales.dtype), scales.data, biases.data};
+    return w;
+  }
+
+  // A block FP8 matrix: `<module>.weight` F8_E4M3 [rows, cols] and `<module>.weight_scale_inv`
+  // [ceil(rows / br), ceil(cols / bc)] (bf16, f16 or f32). Anything less is an error naming the
+  // tensor: an e4m3 weight without its scale would be a silently wrong weight.
+  Weight fp8_matrix(const std::string& name, const std::string& module, const std::vector<int64_t>& shape) {
+    const std::string scale_name = module + ".weight_scale_inv";
+    const TensorInfo* packed = ckpt_.find(name);
+    const TensorInfo* scale = ckpt_.find(scale_name);
+    const Fp8Config& cfg = quant_.fp8;
+    if (!packed) fail(ckpt_.dir().string(), ": missing tensor '", name, "' (its scale '", scale_name, "' is present)");
+    if (packed->dtype == DType::F8E5M2) fail(packed->file, ": tensor '", name, "' is F8_E5M2; only F8_E4M3 FP8 weights are supported");
+    if (packed->dtype != DType::F8E4M3)
+      fail(packed->file, ": tensor '", scale_name, "' is present but '", name, "' has dtype ", dtype_name(packed->dtype),
+           " (an FP8 weight is F8_E4M3)");
+    if (!scale) fail(packed->file, ": tensor '", name, "' is F8_E4M3 but its scale '", scale_name, "' is missing (it cannot be read without it)");
+    if (!cfg.present) fail(packed->file, ": tensor '", name, "' is FP8 but config.json has no quantization_config with quant_method \"fp8\"");
+    if (cfg.not_converted(module))
+      fail(packed->file, ": tensor '", name, "' is FP8 but ", cfg.source, " lists '", module, "' in modules_to_not_convert");
+    if (shape.size() != 2) fail(packed->file, ": tensor '", name, "': FP8 stacks of experts are not supported (per-expert matrices are)");
+    if (packed->shape != shape) fail(packed->file, ": tensor '", name, "' has shape ", packed->shape_string(), ", expected ", shape_str(shape));
+    const int64_t rows = shape[0], cols = shape[1];
+    const std::vector<int64_t> grid{(rows + cfg.block_rows - 1) / cfg.block_rows, (cols + cfg.block_cols - 1) / cfg.block_cols};
+    if (scale->dtype != DType::BF16 && scale->dtype != DType::F16 && scale->dtype != DType::F32)
+      fail(scale->file, ": tensor '", scale_name, "' has dtype ", dtype_name(scale->dtype), "; FP8 scales are BF16, F16 or F32");
+    if (scale->shape != grid)
+      fail(scale->file, ": tensor '", scale_name, "' has shape ", scale->shape_string(), ", expected ", shape_str(grid), " (one scale per ",
+           cfg.block_rows, "x", cfg.block_cols, " block of ", shape_str(shape), ", weight_block_size in ", cfg.source, ")");
+    // The kernels fold 256 into the scale (see matmul_fp8_block.cpp): bounded far below overflow.
+    Weight sw{weight_format_of(scale->dtype), 1, scale->numel(), scale->data};
+    std::vector<float> s(static_cast<std::size_t>(scale->numel()));
+    sw.row_to_f32(0, s.data());
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (!std::isfinite(s[i]) || std::fabs(s[i]) > 0x1p100f)
+        fail(scale->file, ": tensor '", scale_name, "' holds ", s[i], " at index ", i, " (FP8 scales must be finite and below 2^100)");
+    used_.insert(name);
+    used_.insert(scale_name);
+    Weight w{WeightFormat::Fp8Block, rows, cols, packed->data};
+    w.fp8 = {cfg.block_rows, cfg.block_cols, weight_format_of(scale->dtype), scale->data, grid[1], 0};
     return w;
   }
 
@@ -294,13 +337,76 @@ Weight random_matrix(ModelWeights& w, int64_t rows, int64_t cols, float scale, u
   return {WeightFormat::BF16, rows, cols, reinterpret_cast<const std::byte*>(buf.get())};
 }
 
+// `n` random bytes, filled in parallel (owned by `w`).
+std::byte* random_bytes(ModelWeights& w, std::size_t n, uint64_t seed) {
+  std::shared_ptr<uint64_t[]> buf(new uint64_t[(n + 7) / 8]);
+  ThreadPool::global().parallel_for((n + 7) / 8, 1 << 14, [&](std::size_t b, std::size_t e) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + b + 1;
+    for (std::size_t i = b; i < e; ++i) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      buf[i] = s * 0x2545f4914f6cdd1dull;
+    }
+  });
+  w.owned.push_back(buf);
+  return reinterpret_cast<std::byte*>(buf.get());
+}
+
+// `n` copies of one bf16 value.
+std::byte* constant_bf16(ModelWeights& w, std::size_t n, float v) {
+  std::shared_ptr<uint16_t[]> buf(new uint16_t[n]);
+  std::fill(buf.get(), buf.get() + n, f32_to_bf16(v));
+  w.owned.push_back(buf);
+  return reinterpret_cast<std::byte*>(buf.get());
+}
+
+// Random MLX affine words whose values spread over [−scale, scale] (g64, bf16 scales and biases).
+Weight random_mlx_matrix(ModelWeights& w, int64_t rows, int64_t cols, int bits, float scale, uint64_t seed) {
+  Weight m{WeightFormat::MlxAffine, rows, cols, nullptr};
+  m.quant = {bits, 64, WeightFormat::BF16, nullptr, nullptr};
+  m.data = random_bytes(w, m.row_bytes() * static_cast<std::size_t>(rows), seed);
+  const std::size_t groups = static_cast<std::size_t>(rows * (cols / 64));
+  m.quant.scales = constant_bf16(w, groups, 2.0f * scale / static_cast<float>((1 << bits) - 1));
+  m.quant.biases = constant_bf16(w, groups, -scale);
+  return m;
+}
+
+// Random e4m3 bytes (the NaN codes cleared) with bf16 scales per 128x128 block: values in about
+// [−scale, scale].
+Weight random_fp8_matrix(ModelWeights& w, int64_t rows, int64_t cols, float scale, uint64_t seed) {
+  Weight m{WeightFormat::Fp8Block, rows, cols, random_bytes(w, static_cast<std::size_t>(rows * cols), seed)};
+  auto* bytes = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(m.data));
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if ((bytes[i] & 0x7f) == 0x7f) bytes[i] &= 0xfe;
+  const int64_t gr = (rows + 127) / 128, gc = (cols + 127) / 128;
+  m.fp8 = {128, 128, WeightFormat::BF16, constant_bf16(w, static_cast<std::size_t>(gr * gc), scale / 448.0f), gc, 0};
+  return m;
+}
+
 }  // namespace
 
-ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_matrices) {
+ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_matrices, SyntheticFormat format) {
   ModelWeights w;
   const int64_t H = c.hidden_size;
   uint64_t s = seed;
+  if (!host_matrices && format != SyntheticFormat::BF16) fail("synthetic quantized weights are made on the host only (use --device cpu)");
+  const bool mlx = format == SyntheticFormat::MlxQ4 || format == SyntheticFormat::MlxQ8;
+  const int bits = format == SyntheticFormat::MlxQ4 ? 4 : 8;
+  // Matrices in the chosen format; `small` ones (router, gates, in_proj_a/b, embedding, head) are
+  // the ones Qwen's FP8 release keeps in bf16 (mlx-lm quantizes them; routers at 8 bits).
+  auto packed = [&](int64_t r, int64_t k, float scale, bool small, int mlx_bits) -> std::optional<Weight> {
+    if (mlx && k % 64 == 0) return random_mlx_matrix(w, r, k, mlx_bits, scale, ++s);
+    if (format == SyntheticFormat::Fp8 && !small) return random_fp8_matrix(w, r, k, scale, ++s);
+    return std::nullopt;
+  };
+  auto dense = [&](int64_t r, int64_t k, float scale) {
+    if (host_matrices) return random_matrix(w, r, k, scale, ++s);
+    Weight m{WeightFormat::BF16, r, k, nullptr};
+    m.random_seed = ++s;
+    m.random_scale = scale;
+    return m;
+  };
   auto random = [&](int64_t r, int64_t k, float scale) {
+    if (auto m = packed(r, k, scale, false, bits)) return *m;
     if (host_matrices) return random_matrix(w, r, k, scale, ++s);
     Weight m{WeightFormat::BF16, r, k, nullptr};
     m.random_seed = ++s;
@@ -308,9 +414,15 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
     return m;
   };
   auto mat = [&](int64_t r, int64_t k) { return random(r, k, 1.0f / std::sqrt(static_cast<float>(k))); };
+  // A matrix Qwen's FP8 keeps in bf16 (mlx-lm quantizes it, at `mlx_bits`).
+  auto small_mat = [&](int64_t r, int64_t k, int mlx_bits) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+    if (auto m = packed(r, k, scale, true, mlx_bits)) return *m;
+    return dense(r, k, scale);
+  };
   auto ones = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 1.0f); };
-  w.embed = random(c.vocab_size, H, 1.0f);
-  w.lm_head = c.tie_word_embeddings ? w.embed : mat(c.vocab_size, H);
+  w.embed = format == SyntheticFormat::Fp8 ? dense(c.vocab_size, H, 1.0f) : random(c.vocab_size, H, 1.0f);
+  w.lm_head = c.tie_word_embeddings ? w.embed : small_mat(c.vocab_size, H, bits);
   w.final_norm = ones(H);
   auto mlp = [&](int64_t I) { return MlpWeights{mat(I, H), mat(I, H), mat(H, I)}; };
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -329,8 +441,8 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
       const int64_t nv = c.linear_num_value_heads;
       l.gdn.in_qkv = mat(c.conv_dim(), H);
       l.gdn.in_z = mat(c.value_dim(), H);
-      l.gdn.in_b = mat(nv, H);
-      l.gdn.in_a = mat(nv, H);
+      l.gdn.in_b = small_mat(nv, H, bits);
+      l.gdn.in_a = small_mat(nv, H, bits);
       l.gdn.out_proj = mat(H, c.value_dim());
       l.gdn.conv = std::vector<float>(static_cast<std::size_t>(c.conv_dim() * c.linear_conv_kernel), 0.25f);
       l.gdn.dt_bias = std::vector<float>(static_cast<std::size_t>(nv), 0.0f);
@@ -338,12 +450,12 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
       l.gdn.norm = ones(c.linear_value_head_dim);
     }
     if (c.moe) {
-      l.moe.router = mat(c.num_experts, H);
+      l.moe.router = small_mat(c.num_experts, H, 8);
       for (int64_t e = 0; e < c.num_experts; ++e) l.moe.experts.push_back(mlp(c.moe_intermediate_size));
       if (c.shared_expert_intermediate_size > 0) {
         l.moe.has_shared = true;
         l.moe.shared = mlp(c.shared_expert_intermediate_size);
-        l.moe.shared_gate = mat(1, H);
+        l.moe.shared_gate = small_mat(1, H, 8);
       }
     } else {
       l.mlp = mlp(c.intermediate_size);

@@ -70,8 +70,14 @@ struct ModelWeights {
 // malformed tensor is an Error naming the file and tensor.
 ModelWeights bind_weights(const ModelConfig& config, const CheckpointDir& checkpoint);
 
-// Random weights with the real shapes of `config` (for benchmarks), bf16 matrices. Without
-// host_matrices the matrices hold only their seeds and are made on the device at upload.
-ModelWeights synthetic_weights(const ModelConfig& config, uint64_t seed, bool host_matrices = true);
+// The matrix format of synthetic weights: bf16, or random packed data with the layout of an
+// mlx-community checkpoint (MLX affine 4 or 8 bits, g64, bf16 scales and biases, everything
+// quantized, the MoE router and shared-expert gate at 8 bits) or of Qwen's FP8 release (e4m3 with
+// bf16 scales per 128x128 block; embedding, head, in_proj_a/b, router and shared-expert gate bf16).
+enum class SyntheticFormat { BF16, MlxQ4, MlxQ8, Fp8 };
+
+// Random weights with the real shapes of `config` (for benchmarks). Without host_matrices the
+// matrices hold only their seeds and are made on the device at upload (bf16 only).
+ModelWeights synthetic_weights(const ModelConfig& config, uint64_t seed, bool host_matrices = true, SyntheticFormat format = SyntheticFormat::BF16);
 
 }  // namespace qwenrt

@@ -17,6 +17,7 @@ using test::cli;
 using test::run_command;
 
 std::string fixture(const std::string& name) { return (test::fixtures_dir() / name).string(); }
+std::string demo_model() { return (test::fixtures_dir().parent_path().parent_path() / "models" / "qwen35-demo-14m").string(); }
 
 std::string ids(const std::vector<int32_t>& v) {
   std::string s;
@@ -87,6 +88,43 @@ TEST(Cli, InfoDescribesTheCheckpoint) {
   EXPECT_NE(r.out.find("layers"), std::string::npos);
 }
 
+TEST(Cli, InfoShowsQuantizedFormatsAndBitsPerWeight) {
+  auto r = run_command(cli() + " info --model " + fixture("fp8_dense") + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["weight_formats"].contains("fp8_e4m3 block 128x128 bf16 scales")) << r.out;
+  EXPECT_EQ(j["weight_formats"]["fp8_e4m3 block 128x128 bf16 scales"]["matrices"], 25);
+  EXPECT_TRUE(j["weight_formats"].contains("bf16"));  // embedding, head, in_proj_a/b
+  const double fp8_bits = j["matrix_bits_per_weight"].get<double>();
+  EXPECT_GT(fp8_bits, 8.0);
+  EXPECT_LT(fp8_bits, 16.0);
+  r = run_command(cli() + " info --model " + fixture("mlx_q4_g64"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mlx_affine 4-bit g64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bits per weight"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PerplexityReportsItsNumbers) {
+  const std::string text = "/tmp/qwenrt_ppl_" + std::to_string(::getpid()) + ".txt";
+  {
+    std::FILE* f = std::fopen(text.c_str(), "w");
+    std::fputs("The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times.\n", f);
+    std::fclose(f);
+  }
+  auto r = run_command(cli() + " perplexity --model " + demo_model() + " -f " + text + " --ctx 8 --json --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ctx"], 8);
+  EXPECT_GT(j["tokens"].get<int64_t>(), 8);
+  EXPECT_EQ(j["windows"].get<int64_t>(), (j["tokens"].get<int64_t>() + 6) / 8);
+  EXPECT_GT(j["perplexity"].get<double>(), 1.0);
+  EXPECT_GT(j["tokens_per_second"].get<double>(), 0.0);
+  r = run_command(cli() + " perplexity --model " + demo_model() + " -f " + text + " --ctx 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--ctx"), std::string::npos) << r.err;
+  std::remove(text.c_str());
+}
+
 TEST(Cli, BadInvocationsFailCleanly) {
   const std::string model = " --model " + fixture("dense_tied");
   struct Case {
@@ -94,6 +132,9 @@ TEST(Cli, BadInvocationsFailCleanly) {
   };
   for (const Case& c : std::vector<Case>{
            {"frobnicate", "unknown command"},
+           {"bench" + model + " --quant q4", "--quant applies to --synthetic"},
+           {"bench --synthetic 0.8b --quant q5", "'q5' is not one of"},
+           {"quantize" + model + " --out /tmp/qwenrt_never --bits 7", "bits = 7"},
            {"logits" + model + " --tokens 1,2 --out /tmp/x.npy --bogus 3", "unknown option '--bogus'"},
            {"logits --tokens 1,2 --out /tmp/x.npy", "--model is required"},
            {"logits" + model + " --tokens 1,x,2 --out /tmp/x.npy", "'x' is not a token id"},

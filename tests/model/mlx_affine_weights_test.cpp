@@ -30,6 +30,26 @@ std::vector<std::string> quant_fixtures() {
 
 class MlxAffineFixture : public ::testing::TestWithParam<std::string> {};
 
+// The matrices a dequant_<module>.npy sample was taken from (module as mlx-lm names it, without
+// "language_model.model."), in row order: a switch_mlp stack is every expert's rows in turn.
+std::vector<const Weight*> sample_matrices(const ModelWeights& w, const std::string& module) {
+  if (module == "embed_tokens") return {&w.embed};
+  if (module == "lm_head") return {&w.lm_head};
+  std::size_t layer = 0, used = 0;
+  if (module.rfind("layers.", 0) == 0) layer = std::stoul(module.substr(7), &used);
+  const std::string rest = module.substr(7 + used);
+  if (layer >= w.layers.size()) return {};
+  const LayerWeights& l = w.layers[layer];
+  if (rest == ".mlp.down_proj") return {&l.mlp.down};
+  if (rest == ".mlp.gate") return {&l.moe.router};
+  if (rest == ".mlp.switch_mlp.down_proj") {
+    std::vector<const Weight*> out;
+    for (const auto& e : l.moe.experts) out.push_back(&e.down);
+    return out;
+  }
+  return {};
+}
+
 TEST_P(MlxAffineFixture, DequantizedRowsEqualMlxBitForBit) {
   const fs::path dir = test::fixtures_dir() / GetParam();
   CheckpointDir ckpt(dir);
@@ -37,28 +57,41 @@ TEST_P(MlxAffineFixture, DequantizedRowsEqualMlxBitForBit) {
   ASSERT_TRUE(c.quantization.present);
   const ModelWeights w = bind_weights(c, ckpt);
   ASSERT_EQ(w.embed.format, WeightFormat::MlxAffine);
-  EXPECT_EQ(w.lm_head.data, w.embed.data);  // tied quantized head
-  const std::pair<const char*, const Weight*> samples[] = {{"dequant_embed_tokens.npy", &w.embed},
-                                                           {"dequant_layers.3.mlp.down_proj.npy", &w.layers[3].mlp.down}};
-  for (const auto& [file, m] : samples) {
-    ASSERT_EQ(m->format, WeightFormat::MlxAffine) << file;
-    const auto ref = read_npy(dir / file);
-    ASSERT_EQ(ref.shape, (std::vector<int64_t>{m->rows, m->cols})) << file;
-    std::vector<float> row(static_cast<std::size_t>(m->cols));
-    for (int64_t r = 0; r < m->rows; ++r) {
-      m->row_to_f32(r, row.data());
-      for (int64_t col = 0; col < m->cols; ++col)
-        ASSERT_EQ(row[static_cast<std::size_t>(col)], static_cast<float>(ref.values[static_cast<std::size_t>(r * m->cols + col)]))
-            << file << " row " << r << " col " << col;
+  if (c.tie_word_embeddings) EXPECT_EQ(w.lm_head.data, w.embed.data);  // tied quantized head
+  else EXPECT_NE(w.lm_head.data, w.embed.data);
+  int samples = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("dequant_", 0) != 0) continue;
+    const std::string module = file.substr(8, file.size() - 8 - 4);
+    const auto parts = sample_matrices(w, module);
+    ASSERT_FALSE(parts.empty()) << "no matrix for " << file;
+    const auto ref = read_npy(entry.path());
+    const int64_t cols = parts[0]->cols;
+    ASSERT_EQ(ref.shape.back(), cols) << file;
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    std::size_t at = 0;
+    for (const Weight* m : parts) {
+      ASSERT_EQ(m->format, WeightFormat::MlxAffine) << file;
+      for (int64_t r = 0; r < m->rows; ++r) {
+        m->row_to_f32(r, row.data());
+        for (int64_t col = 0; col < cols; ++col, ++at) {
+          ASSERT_LT(at, ref.values.size()) << file;
+          ASSERT_EQ(row[static_cast<std::size_t>(col)], static_cast<float>(ref.values[at])) << file << " row " << r << " col " << col;
+        }
+      }
     }
+    EXPECT_EQ(at, ref.values.size()) << file;
+    ++samples;
   }
+  EXPECT_EQ(samples, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MlxAffineFixture, ::testing::ValuesIn(quant_fixtures()), [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MlxAffineFixture);
 
 TEST(MlxAffineFixtures, AllRecipesAreThere) {
-  for (const char* n : {"mlx_q4_g64", "mlx_q8_g32", "mlx_q3_g64", "mlx_mixed_3_6"})
+  for (const char* n : {"mlx_q4_g64", "mlx_q8_g32", "mlx_q3_g64", "mlx_mixed_3_6", "mlx_untied_q5_g32", "mlx_moe_q4_g64"})
     EXPECT_TRUE(fs::exists(test::fixtures_dir() / n / "reference.json")) << n;
 }
 
@@ -114,6 +147,18 @@ class MlxAffineErrors : public ::testing::Test {
   nlohmann::json config_;
 };
 
+TEST(MlxAffineFixtures, MoeKeepsTheRouterAtEightBitsAndStacksExperts) {
+  CheckpointDir ckpt(test::fixtures_dir() / "mlx_moe_q4_g64");
+  const ModelConfig c = parse_model_config(ckpt.config(), "config.json");
+  const ModelWeights w = bind_weights(c, ckpt);
+  const auto& moe = w.layers[1].moe;
+  EXPECT_EQ(moe.router.quant.bits, 8);
+  EXPECT_EQ(moe.shared_gate.quant.bits, 8);
+  ASSERT_EQ(moe.experts.size(), 8u);
+  EXPECT_EQ(moe.experts[3].gate.quant.bits, 4);
+  EXPECT_EQ(moe.experts[3].gate.format, WeightFormat::MlxAffine);
+}
+
 TEST_F(MlxAffineErrors, TheCopyLoads) { EXPECT_EQ(load_error(), ""); }
 
 TEST_F(MlxAffineErrors, UnknownModeIsNamed) {
@@ -155,9 +200,9 @@ TEST_F(MlxAffineErrors, ModuleMarkedFalseButQuantized) {
 
 TEST_F(MlxAffineErrors, OtherQuantMethodIsNamed) {
   config_.erase("quantization");
-  config_["quantization_config"] = {{"quant_method", "fp8"}};
+  config_["quantization_config"] = {{"quant_method", "gptq"}};
   write_config();
-  EXPECT_NE(load_error().find("fp8"), std::string::npos) << load_error();
+  EXPECT_NE(load_error().find("gptq"), std::string::npos) << load_error();
 }
 
 TEST_F(MlxAffineErrors, MissingScalesNamesTheTensor) {

@@ -17,6 +17,7 @@ RowKernel row_kernel(const Weight& w) {
     case WeightFormat::F16:
     case WeightFormat::BF16: return dense_rows;
     case WeightFormat::MlxAffine: return mlx_affine_rows;
+    case WeightFormat::Fp8Block: return fp8_block_rows;
   }
   fail("matmul: weights in format ", weight_format_name(w.format), " have no CPU kernel");
 }

@@ -30,7 +30,7 @@ class Uploader {
 
   // The weight's bf16 copy: bf16 copied as it is, f16/f32 rounded once here.
   BoundWeight matrix(const Weight& m) {
-    if (m.quantized()) fail("MLX affine weights do not run on the CUDA backend yet; use --device cpu");
+    if (m.quantized()) fail("quantized weights (", weight_format_name(m.format), ") do not run on the CUDA backend yet; use --device cpu");
     const std::pair<const std::byte*, uint64_t> key{m.data, m.random_seed};
     if (auto it = seen_.find(key); it != seen_.end()) return it->second;
     const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
