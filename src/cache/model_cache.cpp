@@ -80,6 +80,63 @@ float* ModelCache::recurrent_state(int gdn_layer, int slot) {
   return slots_[static_cast<std::size_t>(slot)].recurrent.data() + gdn_layer * recurrent_floats_;
 }
 
+void ModelCache::keep_row_states(int slot, int rows) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
+  if (rows < 1) fail("keep_row_states needs at least one row");
+  s.row_start = s.length;
+  s.row_count = rows;
+  if (host_storage_) {
+    s.row_conv.resize(static_cast<std::size_t>(rows * n_gdn_ * conv_floats_));
+    s.row_recurrent.resize(static_cast<std::size_t>(rows * n_gdn_ * recurrent_floats_));
+  }
+}
+
+float* ModelCache::row_conv_state(int gdn_layer, int slot, int64_t position) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int64_t row = position - s.row_start;
+  if (s.row_start < 0 || row < 0 || row >= s.row_count || s.row_conv.empty()) return nullptr;
+  return s.row_conv.data() + (row * n_gdn_ + gdn_layer) * conv_floats_;
+}
+
+float* ModelCache::row_recurrent_state(int gdn_layer, int slot, int64_t position) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int64_t row = position - s.row_start;
+  if (s.row_start < 0 || row < 0 || row >= s.row_count || s.row_recurrent.empty()) return nullptr;
+  return s.row_recurrent.data() + (row * n_gdn_ + gdn_layer) * recurrent_floats_;
+}
+
+void ModelCache::truncate(int slot, int64_t length) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  if (!s.in_use) fail("sequence slot ", slot, " is not in use");
+  if (length < 0 || length > s.length) fail("cannot truncate slot ", slot, " of ", s.length, " tokens to ", length);
+  if (length < s.length && n_gdn_ > 0 && host_storage_) {
+    if (!row_conv_state(0, slot, length - 1))
+      fail("slot ", slot, ": the DeltaNet state after token ", length - 1, " was not kept (keep_row_states before the step)");
+    for (int64_t l = 0; l < n_gdn_; ++l) {
+      const float* c = row_conv_state(static_cast<int>(l), slot, length - 1);
+      const float* r = row_recurrent_state(static_cast<int>(l), slot, length - 1);
+      std::copy(c, c + conv_floats_, s.conv.data() + l * conv_floats_);
+      std::copy(r, r + recurrent_floats_, s.recurrent.data() + l * recurrent_floats_);
+    }
+  } else if (length < s.length && n_gdn_ > 0) {
+    fail("slot ", slot, ": truncating a device cache is not supported yet");
+  }
+  s.length = length;
+  const auto keep_blocks = static_cast<std::size_t>((length + block_size_ - 1) / block_size_);
+  while (s.blocks.size() > keep_blocks) {
+    free_blocks_.push_back(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  drop_row_states(slot);
+}
+
+void ModelCache::drop_row_states(int slot) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  s.row_start = -1;
+  s.row_count = 0;
+}
+
 std::size_t ModelCache::state_bytes_per_sequence() const {
   return static_cast<std::size_t>((conv_floats_ + recurrent_floats_) * n_gdn_) * sizeof(float);
 }
