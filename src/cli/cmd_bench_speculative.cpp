@@ -1,6 +1,7 @@
 // qwenrt bench --speculative mtp -f FILE: greedy decode on segments of a text, plain and with MTP
 // drafting, on the same prompts: tok/s of each, tokens per main-model step, acceptance per draft
 // position. The two runs must give the same tokens (checked: a difference is an error).
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,8 @@
 namespace qwenrt::cli {
 
 namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Run {
   std::vector<int32_t> tokens;
@@ -82,6 +85,32 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
     total.mtp_s += s.mtp_s, total.verify_s += s.verify_s;
     for (std::size_t k = 1; k < s.drafted_at.size(); ++k) total.drafted_at[k] += s.drafted_at[k], total.accepted_at[k] += s.accepted_at[k];
   }
+  // What rollback costs: a verify step of K+1 rows plain, and with every row's DeltaNet state kept
+  // and the slot cut back to its first row (the worst case: all drafts rejected).
+  const int rows = spec.speculation.max_draft_tokens + 1;
+  double verify_ms = 0, kept_ms = 0, truncate_ms = 0;
+  {
+    ModelCache cache = model.new_cache(2);
+    const int a = cache.acquire(), b = cache.acquire();
+    for (int s : {a, b}) model.forward({Phase::Window, {{s, prompts[0]}}, false}, cache, ThreadPool::global());
+    const std::vector<int32_t> window(static_cast<std::size_t>(rows), prompts[0].back());
+    const int reps = 10;
+    StepOutput out;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now_s();
+      model.forward({Phase::Committed, {{a, window}}, true, true}, cache, ThreadPool::global(), out);
+      verify_ms += (now_s() - t0) * 1e3 / reps;
+      const int64_t len = cache.length(b);
+      t0 = now_s();
+      cache.keep_row_states(b, rows);
+      model.forward({Phase::Committed, {{b, window}}, true, true}, cache, ThreadPool::global(), out);
+      const double t1 = now_s();
+      cache.truncate(b, len + 1);  // the next rep verifies from one row further, as after a rejection
+      truncate_ms += (now_s() - t1) * 1e3 / reps;
+      kept_ms += (t1 - t0) * 1e3 / reps;
+    }
+  }
+
   std::vector<double> acceptance;
   for (std::size_t k = 1; k < total.drafted_at.size(); ++k)
     acceptance.push_back(total.drafted_at[k] ? static_cast<double>(total.accepted_at[k]) / static_cast<double>(total.drafted_at[k]) : 0.0);
@@ -112,6 +141,11 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
   j["acceptance_per_position"] = acceptance;
   j["draft_s"] = total.mtp_s;
   j["verify_s"] = total.verify_s;
+  j["rollback"] = {{"rows", rows},
+                   {"kept_state_bytes", rows * model.new_cache(1).state_bytes_per_sequence()},
+                   {"verify_ms", verify_ms},
+                   {"verify_keeping_row_states_ms", kept_ms},
+                   {"truncate_ms", truncate_ms}};
   if (opt.flag("json")) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -126,6 +160,8 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
     std::printf(" %zu: %.2f (%lld/%lld)", k + 1, acceptance[k], static_cast<long long>(total.accepted_at[k + 1]),
                 static_cast<long long>(total.drafted_at[k + 1]));
   std::printf("\n");
+  std::printf("rollback: a %d-row verify step %.2f ms, %.2f ms keeping each row's DeltaNet state (%.1f KiB), truncate %.3f ms\n", rows, verify_ms,
+              kept_ms, static_cast<double>(rows * model.new_cache(1).state_bytes_per_sequence()) / 1024.0, truncate_ms);
   return 0;
 }
 

@@ -7,7 +7,9 @@ namespace qwenrt {
 DraftLength::DraftLength(int max_drafts, bool adaptive)
     : max_(max_drafts),
       adaptive_(adaptive),
-      accept_(static_cast<std::size_t>(max_drafts) + 1, 0.6),  // a prior that makes the first rounds draft
+      accept_(static_cast<std::size_t>(max_drafts) + 1, kPrior),
+      hits_(static_cast<std::size_t>(max_drafts) + 1, 0.0),
+      tries_(static_cast<std::size_t>(max_drafts) + 1, 0.0),
       seconds_(static_cast<std::size_t>(max_drafts) + 1, -1.0) {
   if (max_drafts < 1 || max_drafts > 16) fail("draft tokens must be in [1, 16], got ", max_drafts);
 }
@@ -53,8 +55,13 @@ int DraftLength::choose() {
 
 void DraftLength::record(int drafted, int accepted, double seconds) {
   for (int i = 1; i <= drafted && i <= accepted + 1; ++i) {  // position i was tried when i − 1 were accepted
-    double& a = accept_[static_cast<std::size_t>(i)];
-    a = kDecay * a + (1 - kDecay) * (i <= accepted ? 1.0 : 0.0);
+    const auto at = static_cast<std::size_t>(i);
+    const double hit = i <= accepted ? 1.0 : 0.0;
+    // The first tries are averaged with the prior as two pseudo-tries (a head that never hits is
+    // found out in a few rounds), later ones move a moving average (acceptance drifts with the text).
+    hits_[at] += hit;
+    ++tries_[at];
+    accept_[at] = tries_[at] <= kWarmTries ? (2 * kPrior + hits_[at]) / (2 + tries_[at]) : kDecay * accept_[at] + (1 - kDecay) * hit;
   }
   double& s = seconds_[static_cast<std::size_t>(drafted)];
   s = s <= 0 ? seconds : kDecay * s + (1 - kDecay) * seconds;

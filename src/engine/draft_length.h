@@ -22,7 +22,9 @@ class DraftLength {
   double acceptance(int i) const { return accept_[static_cast<std::size_t>(i)]; }
 
   static constexpr int kProbeEvery = 16;
-  static constexpr double kDecay = 0.85;  // weight of the old estimate in each update
+  static constexpr double kDecay = 0.85;     // weight of the old estimate in each later update
+  static constexpr double kPrior = 0.6;      // acceptance assumed before any try: the first rounds draft
+  static constexpr double kWarmTries = 8.0;  // tries averaged with the prior before the moving average
 
  private:
   double expected_tokens(int k) const;  // 1 + Σ_{j≤k} Π_{i≤j} acceptance(i)
@@ -30,8 +32,9 @@ class DraftLength {
 
   int max_;
   bool adaptive_;
-  std::vector<double> accept_;   // [max_ + 1], index 0 unused
-  std::vector<double> seconds_;  // [max_ + 1], < 0: not measured yet
+  std::vector<double> accept_;        // [max_ + 1], index 0 unused
+  std::vector<double> hits_, tries_;  // per position, for the first kWarmTries
+  std::vector<double> seconds_;       // [max_ + 1], < 0: not measured yet
   int rounds_ = 0, plain_rounds_ = 0;
 };
 
