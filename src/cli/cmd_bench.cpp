@@ -83,14 +83,15 @@ std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int
 }  // namespace
 
 int run_bench(const Args& args) {
-  Options opt("bench",
-              {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk", "file", "segments", "speculative", "draft-tokens"},
-              {"json", "fixed-draft", kDeterministicFlag}, {{"-f", "file"}});
+  Options opt(
+      "bench",
+      {"model", "synthetic", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk", "file", "segments", "repeats", "speculative", "draft-tokens"},
+      {"json", "fixed-draft", kDeterministicFlag}, {{"-f", "file"}});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
   if (opt.has("speculative")) return run_bench_speculative(opt, device);
-  for (const char* only : {"file", "segments", "draft-tokens"})
+  for (const char* only : {"file", "segments", "repeats", "draft-tokens"})
     if (opt.has(only)) fail("bench: --", only, " goes with --speculative mtp");
   if (opt.flag("fixed-draft")) fail("bench: --fixed-draft goes with --speculative mtp");
   if (opt.flag(kDeterministicFlag) && device.kind == DeviceSpec::Kind::Cuda)

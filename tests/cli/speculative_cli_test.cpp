@@ -32,7 +32,8 @@ TEST(SpeculativeCli, GenerateGivesTheSameTokensAndReportsSteps) {
 }
 
 TEST(SpeculativeCli, RunSampledIsTheSame) {
-  const std::string base = cli() + " run --model " + demo() + " -p 'Tell me a fortune.' --max-tokens 24 --seed 7 --temperature 0.8 --json --threads 2";
+  const std::string base =
+      cli() + " run --model " + demo() + " -p 'Tell me a fortune.' --max-tokens 24 --seed 7 --temperature 0.8 --json --threads 2";
   auto plain = run_command(base);
   auto spec = run_command(base + " --speculative mtp");
   ASSERT_EQ(plain.status, 0) << plain.err;
