@@ -19,15 +19,15 @@ cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
   echo "- machine: $cpu, $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; threads $threads"
   echo "- load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  echo "Greedy decode of 6 segments (128-token prompts) of each text, plain and speculative on the"
-  echo "same prompts, interleaved; the tokens are checked identical. Fixed k measures acceptance per"
-  echo "draft position; adaptive is the default mode."
+  echo "Greedy decode of 48 tokens after each of 4 segments (128-token prompts) of each text, plain and"
+  echo "speculative alternately 3 times (the fastest run of each counts); the tokens are checked"
+  echo "identical. A fixed k measures acceptance per draft position; adaptive is the default mode."
   echo
   # An MTP block that can never draft well (bench/make_unskilled_mtp.py): the cost of drafts that
   # are all rejected, with the adaptive draft length.
   unskilled=$(mktemp -d)/demo-unskilled-mtp
   python3 bench/make_unskilled_mtp.py $model "$unskilled"
-  cmd="$bin bench --model $unskilled -f /usr/share/common-licenses/GPL-3 --speculative mtp --draft-tokens 3 --segments 6 --prompt-tokens 128 --gen-tokens 64 --threads $threads --json"
+  cmd="$bin bench --model $unskilled -f /usr/share/common-licenses/GPL-3 --speculative mtp --draft-tokens 3 --segments 4 --prompt-tokens 128 --gen-tokens 48 --repeats 3 --threads $threads --json"
   echo "## all drafts rejected (mtp.fc zeroed), adaptive"
   echo
   echo "\`$cmd\`"
@@ -38,8 +38,8 @@ cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
   echo
   rm -rf "$(dirname "$unskilled")"
   for text in /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0; do
-    for mode in "--draft-tokens 4 --fixed-draft" "--draft-tokens 1 --fixed-draft" "--draft-tokens 2 --fixed-draft" "--draft-tokens 3"; do
-      cmd="$bin bench --model $model -f $text --speculative mtp $mode --segments 6 --prompt-tokens 128 --gen-tokens 64 --threads $threads --json"
+    for mode in "--draft-tokens 4 --fixed-draft" "--draft-tokens 1 --fixed-draft" "--draft-tokens 3"; do
+      cmd="$bin bench --model $model -f $text --speculative mtp $mode --segments 4 --prompt-tokens 128 --gen-tokens 48 --repeats 3 --threads $threads --json"
       echo "## $(basename "$text"), $mode"
       echo
       echo "\`$cmd\`"
