@@ -1,5 +1,7 @@
 #include "engine/draft_length.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace qwenrt {
@@ -10,7 +12,7 @@ DraftLength::DraftLength(int max_drafts, bool adaptive)
       accept_(static_cast<std::size_t>(max_drafts) + 1, kPrior),
       hits_(static_cast<std::size_t>(max_drafts) + 1, 0.0),
       tries_(static_cast<std::size_t>(max_drafts) + 1, 0.0),
-      seconds_(static_cast<std::size_t>(max_drafts) + 1, -1.0) {
+      seconds_(static_cast<std::size_t>(max_drafts) + 1) {
   if (max_drafts < 1 || max_drafts > 16) fail("draft tokens must be in [1, 16], got ", max_drafts);
 }
 
@@ -21,7 +23,7 @@ double DraftLength::expected_tokens(int k) const {
 }
 
 double DraftLength::round_seconds(int k) const {
-  const auto at = [&](int j) { return seconds_[static_cast<std::size_t>(j)]; };
+  const auto at = [&](int j) { return median_seconds(j); };
   if (at(k) > 0) return at(k);
   // Linear in k through the nearest measured counts below and above; with one side only, the
   // slope of the two nearest measured ones, else a draft row costing 30% of a plain round.
@@ -42,7 +44,7 @@ int DraftLength::choose() {
   if (!adaptive_) return max_;
   ++rounds_;
   // The second round is plain decode once: its time is what every draft count is measured against.
-  if (rounds_ == 2 && seconds_[0] <= 0) return 0;
+  if (rounds_ == 2 && seconds_[0].empty()) return 0;
   int best = 0;
   double best_rate = expected_tokens(0) / round_seconds(0);
   for (int k = 1; k <= max_; ++k) {
@@ -50,6 +52,7 @@ int DraftLength::choose() {
     if (rate > best_rate) best = k, best_rate = rate;
   }
   if (best == 0 && ++plain_rounds_ % kProbeEvery == 0) return 1;  // keep measuring the first draft
+  if (best > 0 && rounds_ % kProbeEvery == 0) return 0;           // and the plain round it is weighed against
   return best;
 }
 
@@ -63,8 +66,18 @@ void DraftLength::record(int drafted, int accepted, double seconds) {
     ++tries_[at];
     accept_[at] = tries_[at] <= kWarmTries ? (2 * kPrior + hits_[at]) / (2 + tries_[at]) : kDecay * accept_[at] + (1 - kDecay) * hit;
   }
-  double& s = seconds_[static_cast<std::size_t>(drafted)];
-  s = s <= 0 ? seconds : kDecay * s + (1 - kDecay) * seconds;
+  auto& samples = seconds_[static_cast<std::size_t>(drafted)];
+  if (samples.size() == kTimeSamples) samples.erase(samples.begin());
+  samples.push_back(seconds);
+}
+
+// The median of the last kTimeSamples rounds: a round slowed by other work on the machine does not
+// move it (a moving average would carry one slow sample for many rounds).
+double DraftLength::median_seconds(int k) const {
+  std::vector<double> s = seconds_[static_cast<std::size_t>(k)];
+  if (s.empty()) return -1.0;
+  std::nth_element(s.begin(), s.begin() + static_cast<long>(s.size() / 2), s.end());
+  return s[s.size() / 2];
 }
 
 }  // namespace qwenrt

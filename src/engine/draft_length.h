@@ -3,7 +3,9 @@
 // the acceptance measured so far (per draft position) and the measured time of a round with that
 // many drafts. Speculation never changes the tokens, only the speed, so the choice may follow
 // the clock. With every draft rejected it settles on 0 (plain decode) and probes 1 draft every
-// kProbeEvery rounds, so the cost of a useless draft head stays a few percent.
+// kProbeEvery rounds, so the cost of a useless draft head stays a few percent; while drafting it
+// runs one plain round every kProbeEvery rounds, so the time drafts are weighed against stays current.
+#include <cstddef>
 #include <vector>
 
 namespace qwenrt {
@@ -22,19 +24,21 @@ class DraftLength {
   double acceptance(int i) const { return accept_[static_cast<std::size_t>(i)]; }
 
   static constexpr int kProbeEvery = 16;
-  static constexpr double kDecay = 0.85;     // weight of the old estimate in each later update
-  static constexpr double kPrior = 0.6;      // acceptance assumed before any try: the first rounds draft
-  static constexpr double kWarmTries = 8.0;  // tries averaged with the prior before the moving average
+  static constexpr double kDecay = 0.85;          // weight of the old estimate in each later update
+  static constexpr double kPrior = 0.6;           // acceptance assumed before any try: the first rounds draft
+  static constexpr double kWarmTries = 8.0;       // tries averaged with the prior before the moving average
+  static constexpr std::size_t kTimeSamples = 9;  // round times kept per draft count (their median counts)
 
  private:
   double expected_tokens(int k) const;  // 1 + Σ_{j≤k} Π_{i≤j} acceptance(i)
   double round_seconds(int k) const;    // measured, else extrapolated from what was measured
+  double median_seconds(int k) const;   // of the rounds with k drafts measured so far; < 0: none
 
   int max_;
   bool adaptive_;
-  std::vector<double> accept_;        // [max_ + 1], index 0 unused
-  std::vector<double> hits_, tries_;  // per position, for the first kWarmTries
-  std::vector<double> seconds_;       // [max_ + 1], < 0: not measured yet
+  std::vector<double> accept_;                // [max_ + 1], index 0 unused
+  std::vector<double> hits_, tries_;          // per position, for the first kWarmTries
+  std::vector<std::vector<double>> seconds_;  // [max_ + 1]: the last kTimeSamples round times
   int rounds_ = 0, plain_rounds_ = 0;
 };
 
