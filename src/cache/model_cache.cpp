@@ -146,6 +146,62 @@ std::vector<int> ModelCache::share_blocks(int slot, int64_t tokens) {
   return blocks;
 }
 
+void ModelCache::keep_row_states(int slot, int rows) {
+  Slot& s = used_slot(slot);
+  if (rows < 1) fail("keep_row_states needs at least one row");
+  s.row_start = s.length;
+  s.row_count = rows;
+  if (host_storage_) {
+    s.row_conv.resize(static_cast<std::size_t>(rows * n_gdn_ * conv_floats_));
+    s.row_recurrent.resize(static_cast<std::size_t>(rows * n_gdn_ * recurrent_floats_));
+  }
+}
+
+float* ModelCache::row_conv_state(int gdn_layer, int slot, int64_t position) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int64_t row = position - s.row_start;
+  if (s.row_start < 0 || row < 0 || row >= s.row_count || s.row_conv.empty()) return nullptr;
+  return s.row_conv.data() + (row * n_gdn_ + gdn_layer) * conv_floats_;
+}
+
+float* ModelCache::row_recurrent_state(int gdn_layer, int slot, int64_t position) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int64_t row = position - s.row_start;
+  if (s.row_start < 0 || row < 0 || row >= s.row_count || s.row_recurrent.empty()) return nullptr;
+  return s.row_recurrent.data() + (row * n_gdn_ + gdn_layer) * recurrent_floats_;
+}
+
+void ModelCache::truncate(int slot, int64_t length) {
+  Slot& s = used_slot(slot);
+  if (length < 0 || length > s.length) fail("cannot truncate slot ", slot, " of ", s.length, " tokens to ", length);
+  if (length < s.length && n_gdn_ > 0 && host_storage_) {
+    if (!row_conv_state(0, slot, length - 1))
+      fail("slot ", slot, ": the DeltaNet state after token ", length - 1, " was not kept (keep_row_states before the step)");
+    for (int64_t l = 0; l < n_gdn_; ++l) {
+      const float* c = row_conv_state(static_cast<int>(l), slot, length - 1);
+      const float* r = row_recurrent_state(static_cast<int>(l), slot, length - 1);
+      std::copy(c, c + conv_floats_, conv_state(static_cast<int>(l), slot));
+      std::copy(r, r + recurrent_floats_, recurrent_state(static_cast<int>(l), slot));
+    }
+  } else if (length < s.length && n_gdn_ > 0) {
+    fail("slot ", slot, ": truncating a device cache is not supported yet");
+  }
+  s.length = length;
+  // Whole blocks past the new length go back (a block another holder shares stays theirs).
+  const auto keep_blocks = static_cast<std::size_t>((length + block_size_ - 1) / block_size_);
+  if (n_attn_ > 0 && s.blocks.size() > keep_blocks) {
+    release_blocks(std::vector<int>(s.blocks.begin() + static_cast<long>(keep_blocks), s.blocks.end()));
+    s.blocks.resize(keep_blocks);
+  }
+  drop_row_states(slot);
+}
+
+void ModelCache::drop_row_states(int slot) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  s.row_start = -1;
+  s.row_count = 0;
+}
+
 void ModelCache::attach_prefix(int slot, const std::vector<int>& blocks, int64_t tokens) {
   require_host("sharing a prefix");  // extend() copies shared blocks on the host only
   Slot& s = used_slot(slot);

@@ -77,6 +77,20 @@ class ModelCache {
   // `to` (fresh) becomes a copy of `from`: the same tokens (blocks shared) and state.
   void fork(int from, int to);
   bool host_storage() const { return host_storage_; }
+  // Speculative verification. keep_row_states arms the slot for its next step of up to `rows`
+  // rows: a committed (or decode) step then keeps, per row, every DeltaNet layer's conv and
+  // recurrent state as they stand after that row, so that truncate can end the slot after any of
+  // those rows. The pointers are null while the slot is not armed or `position` is not a row of
+  // the armed step. Memory: rows × state_bytes_per_sequence().
+  void keep_row_states(int slot, int rows);
+  float* row_conv_state(int gdn_layer, int slot, int64_t position);       // [K−1, conv_dim] after `position`
+  float* row_recurrent_state(int gdn_layer, int slot, int64_t position);  // [nv, dk, dv] after `position`
+  // Cuts the slot back to `length` tokens (<= its length): KV rows past it are forgotten (whole
+  // blocks past it freed), and the DeltaNet state is the one kept after row length − 1 of the armed
+  // step (Error when the model has DeltaNet layers and that row was not kept). Disarms the slot.
+  // What remains equals, bit for bit, a slot that was only ever fed those `length` tokens the same way.
+  void truncate(int slot, int64_t length);
+  void drop_row_states(int slot);  // disarms the slot (its buffers stay for the next armed step)
 
   std::size_t state_bytes_per_sequence() const;  // DeltaNet state of one sequence, all layers
   std::size_t kv_bytes_per_token() const;
@@ -98,6 +112,11 @@ class ModelCache {
     bool in_use = false;
     int64_t length = 0;
     std::vector<int> blocks;
+    // Armed for speculation: the step starting at row_start keeps up to row_count rows' states,
+    // [row][layer][floats].
+    int64_t row_start = -1;
+    int row_count = 0;
+    std::vector<float> row_conv, row_recurrent;
   };
   float* kv(int attn_layer, int slot, int64_t position, int which);
   float* block_data(int block);

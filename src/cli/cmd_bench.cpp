@@ -9,8 +9,10 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/memory_bandwidth.h"
+#include "cli/bench_speculative.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/session_options.h"
 #include "cli/synthetic_model.h"
 #include "core/error.h"
 #include "engine/step_queue.h"
@@ -57,10 +59,19 @@ std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int
 }  // namespace
 
 int run_bench(const Args& args) {
-  Options opt("bench", {"model", "synthetic", "quant", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk"}, {"json"});
+  Options opt("bench",
+              {"model", "synthetic", "quant", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk", "file", "segments", "repeats", "speculative",
+               "draft-tokens"},
+              {"json", "fixed-draft", kDeterministicFlag}, {{"-f", "file"}});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
+  if (opt.has("speculative")) return run_bench_speculative(opt, device);
+  for (const char* only : {"file", "segments", "repeats", "draft-tokens"})
+    if (opt.has(only)) fail("bench: --", only, " goes with --speculative mtp");
+  if (opt.flag("fixed-draft")) fail("bench: --fixed-draft goes with --speculative mtp");
+  if (opt.flag(kDeterministicFlag) && device.kind == DeviceSpec::Kind::Cuda)
+    fail("bench: --deterministic runs on the CPU only for now; use --device cpu");
   if (opt.has("model") == opt.has("synthetic")) fail("bench: give exactly one of --model and --synthetic");
   const int64_t P = opt.integer_or("prompt-tokens", 128, 1, 1 << 20);
   const int64_t G = opt.integer_or("gen-tokens", 32, 1, 1 << 20);

@@ -48,12 +48,17 @@ const char* kHelp =
 int run_chat(const Args& args) {
   std::set<std::string> valued = {"model", "system", "max-tokens", "prefill-chunk"};
   for (const auto& n : sampling_option_names()) valued.insert(n);
-  Options opt("chat", valued, {"no-think"}, {{"-m", "model"}, {"-n", "max-tokens"}});
+  for (const auto& n : speculation_option_names()) valued.insert(n);
+  Options opt("chat", valued, {"no-think", kDeterministicFlag}, {{"-m", "model"}, {"-n", "max-tokens"}});
   opt.parse(args);
   apply_threads(opt);
   const bool interactive = isatty(0) && isatty(1);
-  TextSession session(resolve_model_dir(opt), true, device_option(opt));
+  const DeviceSpec device = device_option(opt);
   SampledGenerationOptions gen;
+  apply_speculation_options(opt, device, gen);
+  const std::string model_dir = resolve_model_dir(opt);
+  TextSession session(model_dir, true, device);
+  if (gen.speculative) require_mtp(session.model(), model_dir);
   gen.sampling = session.default_sampling();
   apply_sampling_options(opt, gen.sampling);
   gen.max_tokens = opt.integer_or("max-tokens", 1024, 1, 1 << 24);

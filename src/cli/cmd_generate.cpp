@@ -3,8 +3,10 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/session_options.h"
 #include "core/error.h"
 #include "engine/greedy_generation.h"
+#include "engine/sampled_generation.h"
 
 namespace qwenrt::cli {
 
@@ -33,7 +35,8 @@ std::string ids_json(const std::vector<int32_t>& ids) {
 }  // namespace
 
 int run_generate(const Args& args) {
-  Options opt("generate", {"model", "tokens", "batch-file", "max-tokens", "temperature", "stop-ids", "prefill-chunk"}, {"json"});
+  Options opt("generate", {"model", "tokens", "batch-file", "max-tokens", "temperature", "stop-ids", "prefill-chunk", "speculative", "draft-tokens"},
+              {"json", kDeterministicFlag});
   opt.parse(args);
   apply_threads(opt);
   if (opt.has("tokens") == opt.has("batch-file")) fail("generate: give exactly one of --tokens and --batch-file");
@@ -45,8 +48,35 @@ int run_generate(const Args& args) {
   gen.prefill_chunk = opt.integer_or("prefill-chunk", 512, 1, 1 << 30);
   if (opt.has("stop-ids")) gen.stop_ids = parse_id_list(opt.str("stop-ids"), "--stop-ids");
   const DeviceSpec device = device_option(opt);
+  SampledGenerationOptions spec;
+  apply_speculation_options(opt, device, spec);
   auto model = Qwen35Model::load(opt.str("model"));
   model.use_device(device);
+  if (spec.speculative) {
+    // One prompt at a time, each drafting with the MTP block; the same tokens as without.
+    require_mtp(model, opt.str("model"));
+    spec.sampling.temperature = 0.0f;
+    spec.max_tokens = gen.max_tokens;
+    spec.stop_ids = gen.stop_ids;
+    spec.prefill_chunk = gen.prefill_chunk;
+    for (const auto& prompt : prompts) {
+      ModelCache cache = model.new_cache(1);
+      std::vector<int32_t> ids;
+      const GenerationStats st = generate_sampled(
+          model, cache, cache.acquire(), prompt, spec,
+          [&](const SampledToken& t) {
+            ids.push_back(t.id);
+            return true;
+          },
+          ThreadPool::global());
+      const SpeculationStats& s = st.speculation;
+      if (opt.flag("json"))
+        std::printf("{\"tokens\": %s, \"steps\": %lld, \"drafted\": %lld, \"accepted\": %lld}\n", ids_json(ids).c_str(),
+                    static_cast<long long>(s.steps), static_cast<long long>(s.drafted), static_cast<long long>(s.accepted));
+      else std::printf("%s\n", ids_json(ids).c_str());
+    }
+    return 0;
+  }
   const auto outputs = generate_greedy(model, prompts, gen, ThreadPool::global());
   for (const auto& ids : outputs) {
     if (opt.flag("json")) std::printf("{\"tokens\": %s}\n", ids_json(ids).c_str());

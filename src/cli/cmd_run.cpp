@@ -14,12 +14,13 @@ namespace qwenrt::cli {
 namespace {
 std::set<std::string> with_sampling(std::set<std::string> names) {
   for (const auto& n : sampling_option_names()) names.insert(n);
+  for (const auto& n : speculation_option_names()) names.insert(n);
   return names;
 }
 }  // namespace
 
 int run_run(const Args& args) {
-  Options opt("run", with_sampling({"model", "prompt", "file", "system", "max-tokens", "prefill-chunk"}), {"no-think", "json"},
+  Options opt("run", with_sampling({"model", "prompt", "file", "system", "max-tokens", "prefill-chunk"}), {"no-think", "json", kDeterministicFlag},
               {{"-p", "prompt"}, {"-f", "file"}, {"-m", "model"}, {"-n", "max-tokens"}});
   opt.parse(args);
   apply_threads(opt);
@@ -34,8 +35,12 @@ int run_run(const Args& args) {
   }
   if (opt.has("system")) require_utf8(opt.str("system"), "run: the system prompt (--system)");
   const bool json = opt.flag("json");
-  TextSession session(resolve_model_dir(opt), !json && isatty(2), device_option(opt));
+  const DeviceSpec device = device_option(opt);
   SampledGenerationOptions gen;
+  apply_speculation_options(opt, device, gen);
+  const std::string model_dir = resolve_model_dir(opt);
+  TextSession session(model_dir, !json && isatty(2), device);
+  if (gen.speculative) require_mtp(session.model(), model_dir);
   gen.sampling = session.default_sampling();
   apply_sampling_options(opt, gen.sampling);
   gen.max_tokens = opt.integer_or("max-tokens", 512, 1, 1 << 24);
@@ -69,6 +74,12 @@ int run_run(const Args& args) {
                                     {"decode_s", r.stats.decode_s},
                                     {"prefill_tok_s", r.stats.prefill_s > 0 ? r.stats.prompt_tokens / r.stats.prefill_s : 0.0},
                                     {"decode_tok_s", r.stats.decode_s > 0 ? r.stats.generated_tokens / r.stats.decode_s : 0.0}}}};
+    if (r.stats.speculative)
+      out["speculation"] = {{"steps", r.stats.speculation.steps},
+                            {"drafted", r.stats.speculation.drafted},
+                            {"accepted", r.stats.speculation.accepted},
+                            {"accepted_per_position", r.stats.speculation.accepted_at},
+                            {"drafted_per_position", r.stats.speculation.drafted_at}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("\n");

@@ -1,5 +1,7 @@
 #include "model/ops.h"
 
+#include "core/error.h"
+
 namespace qwenrt {
 
 const char* part_name(Part p) {
@@ -18,10 +20,17 @@ const char* part_name(Part p) {
     case Part::Moe: return "moe";
     case Part::FinalNorm: return "final norm";
     case Part::LmHead: return "lm_head";
+    case Part::MtpEmbeddingNorm: return "mtp embedding norm";
+    case Part::MtpHiddenNorm: return "mtp hidden norm";
+    case Part::MtpConcat: return "mtp concat";
+    case Part::MtpFc: return "mtp fc";
     case Part::kCount: break;
   }
   return "?";
 }
+
+Act Ops::given_hidden() { fail("this backend does not run the MTP block yet (given_hidden)"); }
+Act Ops::concat(Part, const Act&, const Act&) { fail("this backend does not run the MTP block yet (concat)"); }
 
 std::vector<Act> Ops::norm_matmul(Part part, const Act& h, const ParamVector& w, std::initializer_list<const Weight*> weights) {
   return matmul(part, rms_norm(Part::Norm, h, w), weights);

@@ -32,8 +32,12 @@ enum class Part : uint8_t {
   SwiGlu,  // silu(gate) ⊙ up, the input of down
   Down,
   Moe,
-  FinalNorm,  // the final norm of the rows whose logits are wanted (the hidden rows out)
-  LmHead,     // logits
+  FinalNorm,         // the final norm of the rows whose logits are wanted (the hidden rows out)
+  LmHead,            // logits
+  MtpEmbeddingNorm,  // MTP: pre_fc_norm_embedding of the token embeddings
+  MtpHiddenNorm,     // MTP: pre_fc_norm_hidden of the main model's hidden rows
+  MtpConcat,         // MTP: [embedding | hidden], the input of fc
+  MtpFc,             // MTP: fc's output, the MTP layer's residual stream
   kCount
 };
 const char* part_name(Part p);
@@ -84,6 +88,11 @@ class Ops {
   virtual Act moe(const MoeWeights& w, const Act& x) = 0;
   // RMSNorm(x) · w of the rows whose logits the step returns (RowLayout::logit_rows), in order.
   virtual Act norm_logit_rows(const Act& x, const ParamVector& w) = 0;
+  // MTP steps: the main model's hidden rows the step gives (StepSequence::hidden_in), f32 [T, H].
+  // [a | b] side by side, [T, a.cols + b.cols]. A backend without the MTP block keeps these
+  // defaults, which fail naming the op (the engine refuses speculation there first).
+  virtual Act given_hidden();
+  virtual Act concat(Part part, const Act& a, const Act& b);
 
   // ---- fused ops (plain composition by default)
   // x = RMSNorm(h) · w, then x · Wᵢᵀ for each weight.

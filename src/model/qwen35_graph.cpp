@@ -22,6 +22,19 @@ GraphOutputs Qwen35Graph::run(Ops& ops) const {
   return out;
 }
 
+GraphOutputs Qwen35Graph::run_mtp(Ops& ops) const {
+  const MtpWeights& m = weights_.mtp;
+  const Act e = ops.rms_norm(Part::MtpEmbeddingNorm, ops.embed(), m.pre_fc_norm_embedding);
+  const Act hn = ops.rms_norm(Part::MtpHiddenNorm, ops.given_hidden(), m.pre_fc_norm_hidden);
+  Act h = ops.matmul(Part::MtpFc, ops.concat(Part::MtpConcat, e, hn), {&m.fc})[0];
+  attention_block(ops, m.layer, 0, h);
+  feed_forward_block(ops, m.layer, h);
+  GraphOutputs out;
+  out.hidden = ops.norm_logit_rows(h, m.norm);
+  out.logits = ops.matmul(Part::LmHead, out.hidden, {&weights_.lm_head})[0];
+  return out;
+}
+
 // h += out_proj(GatedDeltaNet(in_proj(RMSNorm(h))))
 void Qwen35Graph::deltanet_block(Ops& ops, const LayerWeights& L, int gdn_layer, Act& h) const {
   const DeltaNetWeights& w = L.gdn;

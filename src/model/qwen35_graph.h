@@ -22,6 +22,12 @@ class Qwen35Graph {
   // One step through every layer; the ops know the step's rows and cache.
   GraphOutputs run(Ops& ops) const;
 
+  // One step of the MTP block (weights().mtp), its rows pairing each row's token embedding with
+  // the main model's hidden row the step gives: fc(concat[norm(embedding), norm(hidden)]), one
+  // full-attention layer (attention cache layer 0 of the ops' cache: the MTP's own), its MLP or
+  // MoE, mtp.norm, the main head. `hidden` out is after mtp.norm: what a draft chain feeds back.
+  GraphOutputs run_mtp(Ops& ops) const;
+
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 

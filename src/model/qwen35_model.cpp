@@ -44,7 +44,29 @@ ModelCache Qwen35Model::new_cache(int max_sequences, int64_t max_blocks) const {
   return ModelCache(config_.cache_shape(), max_sequences, kCacheBlockSize, /*host_storage=*/device_forward_ == nullptr, max_blocks);
 }
 
-RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
+ModelCache Qwen35Model::new_mtp_cache(int max_sequences) const {
+  if (!has_mtp()) fail("this checkpoint has no MTP block (no mtp.* tensors)");
+  CacheShape shape;
+  shape.attention_layers = 1;
+  shape.kv_row = config_.num_kv_heads * config_.head_dim;
+  return ModelCache(shape, max_sequences, 64, /*host_storage=*/true);
+}
+
+void Qwen35Model::mtp_forward(const Step& step, ModelCache& mtp_cache, ThreadPool& pool, StepOutput& out) const {
+  if (!has_mtp()) fail("this checkpoint has no MTP block (no mtp.* tensors): speculative decoding with mtp needs one");
+  if (device_forward_) fail("the MTP block runs on the CPU only for now (", device_forward_->describe(), " has no MTP ops)");
+  const RowLayout lay = layout(step, mtp_cache, /*mtp=*/true);
+  for (const auto& sp : lay.spans) mtp_cache.extend(sp.slot, sp.start_position + sp.rows);
+  const BlockContext ctx{config_, lay, mtp_cache, pool};
+  CpuOps ops(ctx, step, weights_);
+  const GraphOutputs g = graph_->run_mtp(ops);
+  const auto n = [](const Act& a) { return static_cast<std::size_t>(a.rows * a.cols); };
+  out.logits.assign(g.logits.as<float>(), g.logits.as<float>() + n(g.logits));
+  if (step.hidden) out.hidden.assign(g.hidden.as<float>(), g.hidden.as<float>() + n(g.hidden));
+  else out.hidden.clear();
+}
+
+RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache, bool mtp) const {
   RowLayout lay;
   lay.phase = step.phase;
   std::set<int> seen;
@@ -63,6 +85,13 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache) const {
       const int32_t r = s.embedding_rows[i];
       if (r < 0 || r >= static_cast<int32_t>(s.tokens.size()) || (i > 0 && r <= s.embedding_rows[i - 1]))
         fail("slot ", s.slot, ": embedding rows must be ascending rows of the sequence's ", s.tokens.size(), " new rows; row ", r, " is not");
+    }
+    if (mtp) {
+      if (s.hidden_in.size() != s.tokens.size() * static_cast<std::size_t>(H))
+        fail("MTP step: slot ", s.slot, " gives ", s.hidden_in.size(), " hidden values for ", s.tokens.size(), " rows of ", H);
+      if (!s.embedding_rows.empty() || s.from_previous >= 0) fail("MTP step: slot ", s.slot, " gives embedding rows or takes a previous pick");
+    } else if (!s.hidden_in.empty()) {
+      fail("slot ", s.slot, " gives hidden rows, which only MTP steps read");
     }
     if (!s.embedding_rows.empty()) {
       if (s.from_previous >= 0) fail("slot ", s.slot, " takes its token from the previous step and gives an embedding row");

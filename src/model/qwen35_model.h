@@ -72,8 +72,18 @@ class Qwen35Model {
   PendingStep enqueue_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, const PendingStep* previous) const;
   void wait_argmax(PendingStep& pending, std::vector<int32_t>& tokens) const;
 
+  // The MTP block (multi-token prediction), when the checkpoint has one. Its attention layer keeps
+  // its own KV in a cache of its own (new_mtp_cache); row j of a sequence there is position j.
+  // mtp_forward runs one step of it: each row's token (the main sequence's token t+1) with the
+  // main model's hidden row for t (StepSequence::hidden_in, as forward returns it), at the MTP
+  // cache's next position; logits and hidden rows (after mtp.norm) as forward gives them. CPU only
+  // for now: on a device it is an Error.
+  bool has_mtp() const { return weights_.mtp.present; }
+  ModelCache new_mtp_cache(int max_sequences) const;
+  void mtp_forward(const Step& step, ModelCache& mtp_cache, ThreadPool& pool, StepOutput& out) const;
+
  private:
-  RowLayout layout(const Step& step, const ModelCache& cache) const;
+  RowLayout layout(const Step& step, const ModelCache& cache, bool mtp = false) const;
   void cpu_forward(const Step& step, const RowLayout& layout, ModelCache& cache, ThreadPool& pool, StepOutput& out) const;
 
   ModelConfig config_;

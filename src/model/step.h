@@ -24,6 +24,9 @@ struct StepSequence {
   // pick of that row of the step queued just before (its `tokens` entry is then not read), so the
   // step can be queued before the host has seen that pick.
   int32_t from_previous = -1;
+  // MTP steps only (Qwen35Model::mtp_forward): per row, the main model's final hidden row [H] that
+  // the MTP block reads beside the embedding of the row's token; [tokens.size(), hidden] in f32.
+  std::vector<float> hidden_in{};
 };
 
 struct Step {

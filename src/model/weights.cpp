@@ -307,12 +307,31 @@ ModelWeights bind_weights(const ModelConfig& c, const CheckpointDir& ckpt) {
     w.layers.push_back(std::move(l));
   }
 
+  // The MTP block, when the checkpoint ships one (released Qwen 3.5 does; mlx-lm conversions drop it).
+  if (b.has("mtp.fc.weight")) {
+    MtpWeights& m = w.mtp;
+    m.fc = b.matrix("mtp.fc.weight", H, 2 * H);
+    m.pre_fc_norm_embedding = b.zero_centred_norm("mtp.pre_fc_norm_embedding.weight", H);
+    m.pre_fc_norm_hidden = b.zero_centred_norm("mtp.pre_fc_norm_hidden.weight", H);
+    m.norm = b.zero_centred_norm("mtp.norm.weight", H);
+    const std::string p = "mtp.layers.0.";
+    m.layer.kind = LayerKind::FullAttention;
+    m.layer.input_norm = b.zero_centred_norm(p + "input_layernorm.weight", H);
+    m.layer.post_norm = b.zero_centred_norm(p + "post_attention_layernorm.weight", H);
+    bind_attention(b, c, p + "self_attn.", m.layer.attn);
+    if (c.moe) bind_moe(b, c, p + "mlp.", m.layer.moe);
+    else bind_mlp(b, p + "mlp.", H, c.intermediate_size, m.layer.mlp);
+    m.present = true;
+  }
+
   for (const auto& [name, t] : ckpt.tensors()) {
-    if (b.used(name)) continue;
     if (name.rfind("mtp.", 0) == 0) {
       w.mtp_tensors.push_back(name);
+      if (!b.used(name) && w.mtp.present)
+        fail(t->file, ": unexpected tensor '", name, "' (qwenrt reads one MTP block: mtp.fc, the pre-fc norms, mtp.norm, mtp.layers.0)");
       continue;
     }
+    if (b.used(name)) continue;
     if (name.rfind("model.visual.", 0) == 0) continue;  // the vision tower loads separately
     fail(t->file, ": unexpected tensor '", name, "' (not part of a ", c.architecture, " with this config)");
   }

@@ -55,12 +55,26 @@ struct LayerWeights {
   MoeWeights moe;
 };
 
+// The multi-token-prediction block (mtp.*): row t reads the main model's final hidden row h_t
+// (after the final norm) and the embedding of token t+1, and its logits predict token t+2:
+//   u = fc(concat[RMSNorm(embed(x_{t+1}))·(1+w_e), RMSNorm(h_t)·(1+w_h)])   (embedding first)
+//   u = one full-attention decoder layer(u) at position t (its own KV cache), then mtp.norm, head.
+struct MtpWeights {
+  bool present = false;
+  Weight fc;                          // [H, 2H]
+  ParamVector pre_fc_norm_embedding;  // (1 + w), [H]
+  ParamVector pre_fc_norm_hidden;     // (1 + w), [H]
+  ParamVector norm;                   // (1 + w), [H]
+  LayerWeights layer;                 // full attention, dense MLP or MoE as the main layers
+};
+
 struct ModelWeights {
   Weight embed;            // [V, H]
   Weight lm_head;          // [V, H]; the embedding when tied
   ParamVector final_norm;  // (1 + w), [H]
   std::vector<LayerWeights> layers;
-  std::vector<std::string> mtp_tensors;      // kept for the MTP head (not used by the main forward)
+  MtpWeights mtp;                            // present when the checkpoint has mtp.* tensors
+  std::vector<std::string> mtp_tensors;      // the names of the checkpoint's mtp.* tensors
   std::vector<std::shared_ptr<void>> owned;  // backing memory when not mapped (synthetic weights)
 
   std::size_t matrix_bytes() const;  // bytes of all matrices (what one decode step streams, head included)

@@ -1,5 +1,6 @@
 #include "model/cpu/cpu_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -123,6 +124,30 @@ Act CpuOps::norm_logit_rows(const Act& x, const ParamVector& w) {
   const float eps = static_cast<float>(ctx_.config.rms_norm_eps);
   Act y = buffer(Part::FinalNorm, 0, static_cast<int64_t>(rows.size()), H);
   for (std::size_t i = 0; i < rows.size(); ++i) cpu::rms_norm(x.as<float>() + rows[i] * x.ld, w.data(), y.as<float>() + i * H, H, eps);
+  return y;
+}
+
+}  // namespace qwenrt
+
+namespace qwenrt {
+
+Act CpuOps::given_hidden() {
+  const int64_t T = ctx_.layout.total_rows, H = ctx_.config.hidden_size;
+  Act h = buffer(Part::MtpHiddenNorm, 1, T, H);  // index 0 is the norm's output
+  int64_t r = 0;
+  for (const auto& s : step_.sequences) {
+    std::copy(s.hidden_in.begin(), s.hidden_in.end(), h.as<float>() + r * H);
+    r += static_cast<int64_t>(s.tokens.size());
+  }
+  return h;
+}
+
+Act CpuOps::concat(Part part, const Act& a, const Act& b) {
+  Act y = buffer(part, 0, a.rows, a.cols + b.cols);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    std::copy_n(a.as<float>() + r * a.ld, a.cols, y.as<float>() + r * y.ld);
+    std::copy_n(b.as<float>() + r * b.ld, b.cols, y.as<float>() + r * y.ld + a.cols);
+  }
   return y;
 }
 

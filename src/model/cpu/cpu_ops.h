@@ -24,6 +24,8 @@ class CpuOps final : public Ops {
   Act gated_attention(const AttentionWeights& w, int attn_layer, const Act& qg, const Act& k, const Act& v) override;
   Act moe(const MoeWeights& w, const Act& x) override;
   Act norm_logit_rows(const Act& x, const ParamVector& w) override;
+  Act given_hidden() override;
+  Act concat(Part part, const Act& a, const Act& b) override;
 
  private:
   // Output `index` of `part`: [rows, cols] f32, its storage kept until the part runs again.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "core/error.h"
 
 namespace qwenrt {
 
@@ -37,6 +38,7 @@ void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int6
         o[j] += s[j] * qi;
       }
     }
+    if (h.row_states) std::copy(S, S + dk * dv, h.row_states + t * h.row_state_stride);
   }
 }
 
@@ -144,6 +146,15 @@ void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_lay
       }
     });
     std::copy(hist.end() - (K - 1) * conv_dim, hist.end(), state);
+    // Armed for speculation: the conv state after each row t is hist rows t+1 .. t+K−1.
+    if (ctx.cache.row_conv_state(gdn_layer, sp.slot, sp.start_position)) {
+      if (ctx.layout.phase == Phase::Window) fail("internal: a slot kept for speculation runs a window step (verify in the committed phase)");
+      for (int64_t t = 0; t < sp.rows; ++t) {
+        float* kept = ctx.cache.row_conv_state(gdn_layer, sp.slot, sp.start_position + t);
+        if (!kept) fail("internal: slot ", sp.slot, " keeps fewer rows than its step has (", sp.rows, ")");
+        std::copy(hist.begin() + (t + 1) * conv_dim, hist.begin() + (t + K) * conv_dim, kept);
+      }
+    }
   }
 
   // 2. Per row: q/k L2 norm (q scaled by dk^-1/2), β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias).
@@ -183,6 +194,11 @@ void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_lay
                          value_dim,
                          nv};
       float* S = ctx.cache.recurrent_state(gdn_layer, sp.slot) + hv * dk * dv;
+      if (float* kept = ctx.cache.row_recurrent_state(gdn_layer, sp.slot, sp.start_position)) {
+        head.row_states = kept + hv * dk * dv;
+        // Rows are [row][layer][floats] apart (the conv pass above checked that every row is kept).
+        if (sp.rows > 1) head.row_state_stride = ctx.cache.row_recurrent_state(gdn_layer, sp.slot, sp.start_position + 1) - kept;
+      }
       if (chunked) delta_rule_chunked(head, sp.rows, dk, dv, S);
       else delta_rule_recurrent(head, sp.rows, dk, dv, S);
     }

@@ -22,6 +22,10 @@ struct DeltaRuleHead {
   const float* g;     // log decay per row, stride gate_stride
   float* o;
   int64_t q_stride, k_stride, v_stride, o_stride, gate_stride;
+  // Recurrent form only: when set, the state after each row t is copied to row_states + t·row_state_stride
+  // (speculative verification keeps them to end the sequence after any row).
+  float* row_states = nullptr;
+  int64_t row_state_stride = 0;
 };
 void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state);
 void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64);
