@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-$(nproc)}
 cmake --preset release >/dev/null
-cmake --build --preset release --target qwenrt matmul_bench >/dev/null
+cmake --build --preset release --target qwenrt matmul_bench prompt_gemm_bench >/dev/null
 out="bench/results/$(date -u +%Y-%m-%d-%H%M)-cpu-0.8b.md"  # one file per run: runs are compared, not overwritten
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 {
@@ -36,6 +36,14 @@ cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
   echo
   echo '```'
   ./build/release/matmul_bench "$threads"
+  echo '```'
+  echo
+  echo "## prompt-window products (blocked vs one-row kernel, against the FMA peak)"
+  echo
+  echo "\`./build/release/prompt_gemm_bench $threads 3\`"
+  echo
+  echo '```'
+  ./build/release/prompt_gemm_bench "$threads" 3
   echo '```'
 } | tee "$out"
 echo "recorded in $out"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/matmul_blocked.h"
 #include "backend/cpu/matmul_formats.h"
 #include "core/error.h"
 
@@ -38,7 +39,12 @@ void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOu
   // Grain: enough rows that a task streams a useful amount of weight, at least a register tile.
   const std::size_t grain = static_cast<std::size_t>(std::max<int64_t>(4, std::min<int64_t>(64, total / (8 * pool.size()) / 4 * 4)));
   std::vector<RowKernel> kernels;
-  for (const auto& o : outputs) kernels.push_back(row_kernel(o.w));
+  for (const auto& o : outputs) {
+    // Prompt windows take the blocked kernel where the format has one: the same bits per
+    // (row, output) as the row kernel, so the choice cannot change a result.
+    RowKernel blocked = n >= kBlockedMinRows ? blocked_kernel(o.w) : nullptr;
+    kernels.push_back(blocked ? blocked : row_kernel(o.w));
+  }
   pool.parallel_for(static_cast<std::size_t>(total), grain, [&](std::size_t b, std::size_t e) {
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       int64_t lo = std::max<int64_t>(static_cast<int64_t>(b), starts[o]);
