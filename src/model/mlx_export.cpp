@@ -208,8 +208,9 @@ MlxExportSummary export_mlx_affine(const CheckpointDir& in, const ModelConfig& c
       continue;
     }
     Planned p{out, t->shape, dtype, {{t, 0, 1}}, t->numel()};
+    const std::string& vector_name = name;  // a lambda cannot capture a structured binding in clang 14
     p.add_one = unsanitized_conv && t->shape.size() == 1 &&
-                std::any_of(std::begin(kNormSuffixes), std::end(kNormSuffixes), [&](const char* s) { return ends_with(name, s); });
+                std::any_of(std::begin(kNormSuffixes), std::end(kNormSuffixes), [&](const char* s) { return ends_with(vector_name, s); });
     plan.push_back(std::move(p));
   }
   for (const auto& [prefix, projs] : experts)
