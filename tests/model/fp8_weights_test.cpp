@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "support/broken_fixture.h"
 #include "support/fixtures.h"
 #include "support/safetensors_writer.h"
 
@@ -83,55 +84,20 @@ TEST(Fp8Config, NotConvertedMatchesAsTransformersDoes) {
 }
 
 // A copy of the MoE fixture to break, one file at a time.
-class Fp8Errors : public ::testing::Test {
+class Fp8Errors : public test::BrokenFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("qwenrt_fp8_err_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const fs::path src = test::fixtures_dir() / "fp8_moe";
-    for (const char* f : {"config.json", "model.safetensors", "generation_config.json"}) fs::copy_file(src / f, dir_ / f);
-    config_ = read_json_file(dir_ / "config.json");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  void write_config() { test::write_text(dir_ / "config.json", config_.dump()); }
-  template <typename Edit>
-  void rewrite(Edit edit) {
-    std::vector<test::TensorSpec> specs;
-    {
-      SafetensorsFile f(dir_ / "model.safetensors");
-      for (const auto& t : f.tensors()) {
-        const auto* b = reinterpret_cast<const uint8_t*>(t.data);
-        specs.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, std::vector<uint8_t>(b, b + t.nbytes)});
-      }
-    }
-    edit(specs);
-    test::write_file(dir_ / "model.safetensors", test::safetensors_image(specs));
-  }
+  Fp8Errors() : BrokenFixture("fp8_moe") {}
   test::TensorSpec* find(std::vector<test::TensorSpec>& specs, const std::string& name) {
     for (auto& t : specs)
       if (t.name == name) return &t;
     ADD_FAILURE() << "no tensor " << name;
     return nullptr;
   }
-  std::string load_error() {
-    try {
-      CheckpointDir ckpt(dir_);
-      bind_weights(parse_model_config(ckpt.config(), "config.json"), ckpt);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
   void expect_error(const std::vector<std::string>& parts) {
     const std::string e = load_error();
     ASSERT_FALSE(e.empty()) << "loaded without error";
     for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
   }
-  fs::path dir_;
-  nlohmann::json config_;
 };
 
 const std::string kExpertUp = "model.layers.1.mlp.experts.2.up_proj";

@@ -13,6 +13,7 @@
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "support/broken_fixture.h"
 #include "support/fixtures.h"
 #include "support/safetensors_writer.h"
 
@@ -106,45 +107,9 @@ TEST(MlxAffineFixtures, MixedRecipeHasPerModuleBits) {
 }
 
 // A copy of the 4-bit fixture to break, one file at a time.
-class MlxAffineErrors : public ::testing::Test {
+class MlxAffineErrors : public test::BrokenFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("qwenrt_mlx_err_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const fs::path src = test::fixtures_dir() / "mlx_q4_g64";
-    for (const char* f : {"config.json", "model.safetensors", "generation_config.json"}) fs::copy_file(src / f, dir_ / f);
-    config_ = read_json_file(dir_ / "config.json");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  void write_config() { test::write_text(dir_ / "config.json", config_.dump()); }
-  // Rewrites the weights with `edit` applied to the tensor list.
-  template <typename Edit>
-  void rewrite(Edit edit) {
-    std::vector<test::TensorSpec> specs;
-    {
-      SafetensorsFile f(dir_ / "model.safetensors");
-      for (const auto& t : f.tensors()) {
-        const auto* b = reinterpret_cast<const uint8_t*>(t.data);
-        specs.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, std::vector<uint8_t>(b, b + t.nbytes)});
-      }
-    }
-    edit(specs);
-    test::write_file(dir_ / "model.safetensors", test::safetensors_image(specs));
-  }
-  std::string load_error() {
-    try {
-      CheckpointDir ckpt(dir_);
-      bind_weights(parse_model_config(ckpt.config(), "config.json"), ckpt);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-  fs::path dir_;
-  nlohmann::json config_;
+  MlxAffineErrors() : BrokenFixture("mlx_q4_g64") {}
 };
 
 TEST(MlxAffineFixtures, MoeKeepsTheRouterAtEightBitsAndStacksExperts) {
