@@ -76,13 +76,14 @@ __global__ void argmax_kernel(const float* x, int64_t ldx, int64_t width, int64_
     if (mirror) mirror[row] = i;
     write_health(health, row, bad);
   } else {
-    // A part with a non-finite value hands on NaN, which never wins the pick but marks the row.
-    candidates[row * gridDim.x + blockIdx.x] = make_float2(bad ? NAN : v, __int_as_float(i));
+    // A part that saw a non-finite value marks its candidate with the column's sign bit (columns
+    // are below 2^31), keeping its value: an all −∞ or all-NaN row still picks column 0.
+    candidates[row * gridDim.x + blockIdx.x] = make_float2(v, __int_as_float(bad ? static_cast<int32_t>(static_cast<uint32_t>(i) | 0x80000000u) : i));
   }
 }
 
 // One warp per row: the best of the row's part candidates (parts of an empty range hold INT32_MAX,
-// never better than a real column).
+// never better than a real column; a set sign bit marks a part that saw a non-finite value).
 __global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t* out, int32_t* mirror, ArgmaxHealth health) {
   chained_kernel_start();
   const int lane = threadIdx.x;
@@ -91,8 +92,9 @@ __global__ void argmax_pick_kernel(const float2* candidates, int parts, int32_t*
   bool bad = false;
   for (int p = lane; p < parts; p += 32) {
     const float2 c = candidates[static_cast<int64_t>(blockIdx.x) * parts + p];
-    bad |= c.x != c.x;
-    keep_better(v, i, c.x, __float_as_int(c.y));
+    const int32_t column = __float_as_int(c.y);
+    bad |= column < 0;
+    keep_better(v, i, c.x, column & 0x7fffffff);
   }
   for (int o = 16; o > 0; o /= 2) keep_better(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
   bad = __any_sync(0xffffffffu, bad);
