@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build/release}
 threads=${2:-$(nproc)}
 bin="$build/qwenrt"
-model=models/qwen35-demo-14m
+model=models/qwen35-demo-16m
 out="bench/results/$(date -u +%Y-%m-%d-%H%M)-cpu-mtp-demo.md"
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 {

@@ -14,7 +14,7 @@
 namespace {
 
 const qwenrt::server::ServedModel& served() {
-  static const qwenrt::TextSession session(QWENRT_SOURCE_DIR "/models/qwen35-demo-14m", false);
+  static const qwenrt::TextSession session(QWENRT_SOURCE_DIR "/models/qwen35-demo-16m", false);
   static const qwenrt::server::ServedModel model{session, "demo", 512, {}};
   return model;
 }

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target qwenrt
 model=$(dirname "$(ls models/*/config.json | head -1)")
-echo "== qwenrt run -p 'Tell me about the river Jordan.' --no-think   (model: $model)"
-./build/release/qwenrt run -p "Tell me about the river Jordan." --no-think --max-tokens 80 --seed 1
+echo "== qwenrt run -p 'Tell me about the river Jordan.'   (model: $model; its reasoning on stderr, the answer on stdout)"
+./build/release/qwenrt run -p "Tell me about the river Jordan." --max-tokens 200 --seed 1
 echo "== qwenrt info --model $model"
 ./build/release/qwenrt info --model "$model"
 echo "== qwenrt bench --synthetic 0.8b"

@@ -17,7 +17,7 @@ using test::cli;
 using test::run_command;
 
 std::string fixture(const std::string& name) { return (test::fixtures_dir() / name).string(); }
-std::string demo_model() { return (test::fixtures_dir().parent_path().parent_path() / "models" / "qwen35-demo-14m").string(); }
+std::string demo_model() { return (test::fixtures_dir().parent_path().parent_path() / "models" / "qwen35-demo-16m").string(); }
 
 std::string ids(const std::vector<int32_t>& v) {
   std::string s;

@@ -23,7 +23,7 @@ using test::cli;
 using test::run_command;
 
 fs::path fixture(const std::string& name) { return test::fixtures_dir() / name; }
-fs::path demo_model() { return fs::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-14m"; }
+fs::path demo_model() { return fs::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-16m"; }
 
 // A fresh temporary directory, removed at the end of the test.
 struct TempDir {
@@ -116,7 +116,7 @@ TEST(CliInput, GenerationConfigIsValidated) {
   for (const auto& [content, parts] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {R"({"top_k": 4294967296})", {"\"top_k\" = 4294967296 is outside [0, 16777216]"}},
            {R"({"eos_token_id": 4294983647})", {"\"eos_token_id\" = 4294983647 is outside [0, 16777215]"}},
-           {R"({"eos_token_id": 20000})", {"eos_token_id 20000 is not a token id (the vocabulary has 16384 tokens"}},
+           {R"({"eos_token_id": 20000})", {"eos_token_id 20000 is not a token id (the vocabulary has 8192 tokens"}},
            {R"({"temperature": "hot"})", {"\"temperature\" must be a number in [0, 100], got \"hot\""}},
            {R"({"top_p": "0.9"})", {"\"top_p\" must be a number in (0, 1]"}},
            {R"({"do_sample": 1})", {"\"do_sample\" must be true or false"}},

@@ -14,7 +14,7 @@ using test::cli;
 using test::run_command;
 
 std::string fixture(const std::string& name) { return (test::fixtures_dir() / name).string(); }
-std::string demo() { return std::string(QWENRT_SOURCE_DIR) + "/models/qwen35-demo-14m"; }
+std::string demo() { return std::string(QWENRT_SOURCE_DIR) + "/models/qwen35-demo-16m"; }
 
 TEST(SpeculativeCli, GenerateGivesTheSameTokensAndReportsSteps) {
   const std::string base = cli() + " generate --model " + demo() + " --tokens 100,200,300,400,500,600 --max-tokens 24 --json --threads 2";

@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[2]
 CLI = os.environ.get("QWENRT_CLI", str(ROOT / "build/dev/qwenrt"))
 FIXTURES = ROOT / "tests/fixtures"
-DEMO = ROOT / "models/qwen35-demo-14m"
+DEMO = ROOT / "models/qwen35-demo-16m"
 
 
 def mlx_readable(src: Path, work: Path) -> Path:

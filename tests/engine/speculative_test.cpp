@@ -15,7 +15,7 @@
 namespace qwenrt {
 namespace {
 
-std::filesystem::path demo_dir() { return std::filesystem::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-14m"; }
+std::filesystem::path demo_dir() { return std::filesystem::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-16m"; }
 
 // The slot's whole state: length, every DeltaNet layer's conv and recurrent state, every
 // attention layer's K and V rows up to the length.
@@ -40,7 +40,9 @@ class Speculation : public ::testing::TestWithParam<std::string> {
     const std::string name = GetParam();
     model_.emplace(Qwen35Model::load(name == "demo" ? demo_dir() : test::fixtures_dir() / name));
     if (name == "demo") {
-      for (int32_t t = 0; t < 40; ++t) prompt_.push_back((t * 7919 + 13) % 16000);
+      // Spread over the demo's vocabulary, special tokens (its last ids) left out.
+      const int32_t ordinary = static_cast<int32_t>(model_->config().vocab_size) - 256;
+      for (int32_t t = 0; t < 40; ++t) prompt_.push_back((t * 7919 + 13) % ordinary);
     } else {
       prompt_ = read_json_file(test::fixtures_dir() / name / "mtp_reference.json").at("prompt").get<std::vector<int32_t>>();
     }

@@ -45,7 +45,7 @@ TEST(GenerationConfig, ReadsTheReleasedFields) {
 }
 
 TEST(GenerationConfig, TheCommittedFilesLoad) {
-  for (const auto& dir : {test::fixtures_dir() / "dense_tied", test::fixtures_dir().parent_path().parent_path() / "models" / "qwen35-demo-14m"}) {
+  for (const auto& dir : {test::fixtures_dir() / "dense_tied", test::fixtures_dir().parent_path().parent_path() / "models" / "qwen35-demo-16m"}) {
     if (!std::filesystem::exists(dir / "generation_config.json")) continue;
     EXPECT_NO_THROW(read_generation_config(dir / "generation_config.json")) << dir;
   }

@@ -92,7 +92,7 @@ TEST_P(MtpParity, LogitsMatchFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpParity, ::testing::Values("mtp_dense", "mtp_moe"));
 
 TEST(Mtp, DemoModelHasItsBlock) {
-  const auto model = Qwen35Model::load(std::filesystem::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-14m");
+  const auto model = Qwen35Model::load(std::filesystem::path(QWENRT_SOURCE_DIR) / "models" / "qwen35-demo-16m");
   EXPECT_TRUE(model.has_mtp());
   EXPECT_EQ(model.weights().mtp.fc.cols, 2 * model.config().hidden_size);
 }

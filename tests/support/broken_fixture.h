@@ -1,8 +1,9 @@
 #pragma once
 // A copy of a committed fixture in a fresh temporary folder, for tests that break its files one at a
 // time and check the load error (the quantized formats' error tests).
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
