@@ -150,6 +150,8 @@ class GuardedStream : public httplib::Stream {
 
 }  // namespace
 
+bool GuardedServer::widen_backlog() { return svr_sock_ != INVALID_SOCKET && ::listen(svr_sock_, SOMAXCONN) == 0; }
+
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   const auto opened = Clock::now();
   GuardedStream stream(sock, limits_);

@@ -14,6 +14,9 @@
 //     (past either, reading fails and the connection closes),
 //   - a response write waits at most `write_timeout` for the socket to take data.
 // Over the limits the connection is closed; the thread goes back to the pool.
+// It also listens with the system's backlog (widen_backlog): 0.11 listens with 5, and a burst of
+// clients past it overflows the accept queue (dropped handshakes and SYN cookies; under ASan's
+// slowdown a flood test saw a connection reset before any answer).
 #include <httplib.h>
 
 #include <chrono>
@@ -33,6 +36,9 @@ struct ConnectionLimits {
 class GuardedServer : public httplib::Server {
  public:
   explicit GuardedServer(ConnectionLimits limits) : limits_(limits) {}
+  // After bind_to_port: listen again with backlog SOMAXCONN (the kernel caps it at
+  // net.core.somaxconn). False if the socket is not bound or listen fails.
+  bool widen_backlog();
 
  private:
   bool process_and_close_socket(socket_t sock) override;

@@ -3,8 +3,10 @@
 #include <httplib.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "server/anthropic_api.h"
@@ -81,6 +83,7 @@ int HttpServer::start() {
   routes();
   const int port = options_.port == 0 ? h.bind_to_any_port(options_.host) : (h.bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port < 0) fail("serve: cannot listen on ", options_.host, ":", options_.port);
+  if (!h.widen_backlog()) fail("serve: cannot listen on ", options_.host, ":", port, ": ", std::strerror(errno));
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   return port;
 }

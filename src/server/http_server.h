@@ -20,6 +20,8 @@ struct Response;
 
 namespace qwenrt::server {
 
+class GuardedServer;
+
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;      // 0: a free one
@@ -56,7 +58,7 @@ class HttpServer {
   bool check_origin(const httplib::Request& req, httplib::Response& res);
 
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<GuardedServer> http_;
   std::thread thread_;
   std::atomic<State> state_{State::Loading};
   std::atomic<int> in_flight_{0};
