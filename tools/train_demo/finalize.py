@@ -38,6 +38,11 @@ sys.path.insert(0, str(HERE))
 import chat_render  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+# MTP speculative greedy decoding on text the model never saw (Debian's licence texts), a fixed
+# draft length of 4 so that acceptance per draft position is measured (bench/run_speculative.sh).
+SPECULATIVE_TEXTS = ("/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0")
+SPECULATIVE_ARGS = ["--speculative", "mtp", "--draft-tokens", "4", "--fixed-draft", "--segments", "4", "--prompt-tokens", "128",
+                    "--gen-tokens", "48", "--repeats", "1", "--threads", "1", "--json"]
 RUN_PROMPT = "Tell me about the river Jordan."
 
 
@@ -109,6 +114,12 @@ def main() -> None:
         python("check_parity.py", "--model", str(folder), "--qwenrt", str(args.qwenrt), "--json", str(record / "parity.json"))
         qwenrt_json([str(args.qwenrt), "bench", "--model", str(folder), "--prompt-tokens", "512", "--gen-tokens", "128", "--json"],
                     record / "cpu_bench.json")
+        speculative = []
+        for text in SPECULATIVE_TEXTS:
+            cmd = [str(args.qwenrt), "bench", "--model", str(folder), "-f", text, *SPECULATIVE_ARGS]
+            result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            speculative.append({"text": text, "command": " ".join(cmd[1:]), **result})
+        (record / "speculative.json").write_text(json.dumps(speculative, indent=1) + "\n")
         qwenrt_json([str(args.qwenrt), "run", "--model", str(folder), "-p", RUN_PROMPT, "--seed", "1", "--json"],
                     record / "run_default.json")
         samples = subprocess.run([sys.executable, str(HERE / "samples.py"), "--model", str(folder), "--qwenrt", str(args.qwenrt)],

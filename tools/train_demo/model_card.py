@@ -102,6 +102,17 @@ def card(model: Path, record: Path) -> str:
         out += ["", "Perplexity of this model by source: " + ", ".join(f"{s} {p:.1f} ({toks.get(s, 0):,})" for s, p in by.items()) + "."]
     else:
         out.append(f"{todo} (`tools/train_demo/evaluate.py`).")
+    spec = load(record / "speculative.json")
+    if spec:
+        out += ["", "## MTP speculative greedy decoding (qwenrt)", "",
+                "`qwenrt bench --speculative mtp --draft-tokens 4 --fixed-draft` on text the model never saw (4 segments of "
+                "128-token prompts, 48 greedy tokens each; the tokens equal plain decoding's by construction, and the "
+                "benchmark checks it). Acceptance at draft position i counts the rounds whose first i − 1 drafts were "
+                "accepted.", "", "| text | main-model steps | tokens per step | accepted / drafted at positions 1, 2, 3, 4 |",
+                "|---|---|---|---|"]
+        for r in spec:
+            pairs = ", ".join(f"{a}/{d}" for a, d in zip(r["accepted_per_position"], r["drafted_per_position"]))
+            out.append(f"| `{Path(r['text']).name}` | {r['steps']} | {(r['steps'] + r['accepted']) / r['steps']:.2f} | {pairs} |")
     out += ["", "## Parity with transformers", ""]
     if parity:
         out += ["`tools/train_demo/check_parity.py`: qwenrt's logits at every position against transformers in float64:", ""]
