@@ -38,9 +38,10 @@ std::size_t available_host_memory() {
 }
 
 // The KV pool and the prefix cache, sized once at start-up. The pool: --kv-bytes, else --max-seqs
-// full contexts; on the CPU at most 3/4 of the memory left after the weights (MemAvailable now),
-// so admission, not the OS, says no. (On a GPU the default is not yet checked against the device's
-// free memory: the pool is allocated at the first step, and a pool too large fails there.) The prefix cache: --cache-bytes (default 1/4 of the pool,
+// full contexts, at most what memory allows after the weights and the sequences' DeltaNet state:
+// on the CPU 3/4 of MemAvailable; on a GPU the device's free memory less a reserve for the steps'
+// scratch (the larger of 2 GiB and 1/10 of it), so admission, not an allocation failure, says no.
+// (The GPU pool is allocated at the first step.) The prefix cache: --cache-bytes (default 1/4 of the pool,
 // at least 64 MiB; its KV blocks come out of the pool, its snapshots on top; 0 turns it off).
 void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions& sched) {
   const ModelCache probe = model.new_cache(1);
@@ -50,17 +51,28 @@ void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions&
   int64_t blocks = per_context * sched.max_seqs;
   if (opt.has("kv-bytes")) {
     blocks = block_bytes ? opt.integer_or("kv-bytes", 0, 1, int64_t{1} << 50) / static_cast<int64_t>(block_bytes) : blocks;
-  } else if (cpu && block_bytes > 0) {
-    const std::size_t left = available_host_memory() / 4 * 3;
+  } else if (block_bytes > 0) {
+    std::size_t left = 0;
+    if (cpu) {
+      left = available_host_memory() / 4 * 3;
+    } else if (const auto free_bytes = model.device_free_bytes()) {
+      const std::size_t reserve = std::max<std::size_t>(std::size_t{2} << 30, *free_bytes / 10);
+      left = *free_bytes > reserve ? *free_bytes - reserve : 0;
+    }
     const std::size_t state = probe.state_bytes_per_sequence() * static_cast<std::size_t>(sched.max_seqs);
+    if (!cpu && left <= state)
+      fail("serve: the GPU has ", mib(left), " free for the cache after the weights and a scratch reserve; the DeltaNet state of --max-seqs ",
+           sched.max_seqs, " sequences needs ", mib(state), " (lower --max-seqs)");
     if (left > state && static_cast<std::size_t>(blocks) * block_bytes > left - state) {
       blocks = static_cast<int64_t>((left - state) / block_bytes);
-      std::fprintf(stderr, "qwenrt serve: the KV pool is %s, what memory allows (%d full contexts would need %s)\n",
-                   mib(static_cast<std::size_t>(blocks) * block_bytes).c_str(), sched.max_seqs,
+      std::fprintf(stderr, "qwenrt serve: the KV pool is %s, what %s memory allows (%d full contexts would need %s)\n",
+                   mib(static_cast<std::size_t>(blocks) * block_bytes).c_str(), cpu ? "host" : "GPU", sched.max_seqs,
                    mib(per_context * sched.max_seqs * block_bytes).c_str());
     }
   }
-  if (blocks < per_context) fail("serve: the KV pool (", blocks, " blocks) does not hold one --ctx-size context of ", sched.ctx_size, " tokens");
+  if (blocks < per_context)
+    fail("serve: the KV pool (", blocks, " blocks of ", Qwen35Model::kCacheBlockSize, " tokens) does not hold one --ctx-size context of ",
+         sched.ctx_size, " tokens (lower --ctx-size or --max-seqs, or give --kv-bytes)");
   sched.kv_blocks = blocks;
   const std::size_t default_cache = std::max<std::size_t>(std::size_t{64} << 20, static_cast<std::size_t>(blocks) * block_bytes / 4);
   sched.prefix_cache_bytes = static_cast<std::size_t>(opt.integer_or("cache-bytes", static_cast<int64_t>(default_cache), 0, int64_t{1} << 50));

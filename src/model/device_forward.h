@@ -3,6 +3,7 @@
 // the cache (shared by every backend); an executor of this interface then runs the model's graph
 // with the op set of its device, where its weights live. The CPU needs none (Qwen35Model runs the
 // graph with CpuOps itself).
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ class DeviceForward {
   // Waits for the step of `entry` and gives its picks; the entry is free again.
   virtual void wait_argmax(int entry, std::vector<int32_t>& tokens) = 0;
   virtual std::string describe() const = 0;  // device name, memory used
+  // Device memory free now (after the weights and whatever steps have allocated): what a server
+  // sizes its pools from.
+  virtual std::size_t free_memory_bytes() const = 0;
 };
 
 // Uploads the weights to `device` (a progress bar on stderr when it is a terminal), records each

@@ -40,6 +40,11 @@ void Qwen35Model::use_device(const DeviceSpec& device) {
 
 std::string Qwen35Model::device_description() const { return device_forward_ ? device_forward_->describe() : std::string("cpu"); }
 
+std::optional<std::size_t> Qwen35Model::device_free_bytes() const {
+  if (!device_forward_) return std::nullopt;
+  return device_forward_->free_memory_bytes();
+}
+
 ModelCache Qwen35Model::new_cache(int max_sequences, int64_t max_blocks) const {
   return ModelCache(config_.cache_shape(), max_sequences, kCacheBlockSize, /*host_storage=*/device_forward_ == nullptr, max_blocks);
 }

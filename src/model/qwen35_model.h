@@ -4,6 +4,7 @@
 // forward call runs one ragged Step against a cache.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/device.h"
@@ -46,6 +47,8 @@ class Qwen35Model {
   void use_device(const DeviceSpec& device);
   const DeviceSpec& device() const { return device_; }
   std::string device_description() const;
+  // Free memory on the device the model runs on; nullopt on the CPU.
+  std::optional<std::size_t> device_free_bytes() const;
 
   // A cache for this model where it runs (host tensors on the CPU, device tensors on a GPU), with
   // a pool of `max_blocks` KV blocks of kCacheBlockSize tokens (0: made on demand).

@@ -79,6 +79,8 @@ std::string CudaForward::describe() const {
   return "cuda:" + std::to_string(device_) + " (" + device_name_ + ", " + std::to_string(weight_arena_.bytes() >> 20) + " MiB of weights)";
 }
 
+std::size_t CudaForward::free_memory_bytes() const { return cuda::device_info(device_).free_bytes; }
+
 StepIo& CudaForward::free_entry() {
   for (int i = 0; i < static_cast<int>(io_.size()); ++i) {
     StepIo& io = io_[static_cast<std::size_t>((io_turn_ + i) % static_cast<int>(io_.size()))];

@@ -31,6 +31,7 @@ class CudaForward final : public DeviceForward {
   int enqueue_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph) override;
   void wait_argmax(int entry, std::vector<int32_t>& tokens) override;
   std::string describe() const override;
+  std::size_t free_memory_bytes() const override;
 
  private:
   StepIo& free_entry();  // a host-side entry not in flight
