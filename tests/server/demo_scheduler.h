@@ -8,12 +8,14 @@
 
 #include "engine/scheduler.h"
 #include "engine/text_session.h"
+#include "support/fixtures.h"
 
 namespace qwenrt::test {
 
+// The demo model of the source tree (or of $QWENRT_SOURCE_DIR where the binaries were carried).
 inline std::string demo_model() {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(QWENRT_SOURCE_DIR) / "models";
+  const fs::path root = fixtures_dir().parent_path().parent_path() / "models";
   if (fs::exists(root))
     for (const auto& e : fs::directory_iterator(root))
       if (fs::exists(e.path() / "config.json")) return e.path().string();
