@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_formats.h"
+#include "backend/cpu/matmul_row_blocking.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -120,33 +121,12 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t
     }
 }
 
-// Rows [r0, r1) of W against all n rows of x. Weight rows are taken in blocks that stay in L1
-// while x streams past in blocks that stay in L2.
+// Rows [r0, r1) of W against all n rows of x (backend/cpu/matmul_row_blocking.h).
 template <WeightFormat T>
 QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const std::size_t stride = w.row_bytes();
-  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
-  const int64_t w_block = 16;
-  for (int64_t wb = r0; wb < r1; wb += w_block) {
-    const int64_t we = std::min(r1, wb + w_block);
-    for (int64_t xb = 0; xb < n; xb += x_block) {
-      const int64_t xe = std::min(n, xb + x_block);
-      int64_t r = wb;
-      if (xe - xb == 1) {  // decode: one x row, four weight rows in flight
-        for (; r + 4 <= we; r += 4) tile<T, 1, 4>(x + xb * k, k, w.data + r * stride, stride, y + xb * ldy + r, ldy);
-      }
-      for (; r + 2 <= we; r += 2) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile<T, 4, 2>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile<T, 1, 2>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-      }
-      for (; r < we; ++r) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile<T, 4, 1>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile<T, 1, 1>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy);
-      }
-    }
-  }
+  for_each_row_tile(n, k, r0, r1,
+                    [&]<int NX, int NW>(int64_t i, int64_t r) { tile<T, NX, NW>(x + i * k, k, w.data + r * stride, stride, y + i * ldy + r, ldy); });
 }
 
 }  // namespace
