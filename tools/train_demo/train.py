@@ -226,12 +226,12 @@ def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.
     return torch.optim.AdamW(groups, lr=PEAK_LR, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
 
 
-def lr_at(step: int, steps: int) -> float:
+def lr_at(step: int, steps: int, peak: float = PEAK_LR) -> float:
     warmup = max(1, round(WARMUP_FRACTION * steps))
     if step < warmup:
-        return PEAK_LR * (step + 1) / warmup
+        return peak * (step + 1) / warmup
     progress = (step - warmup) / max(1, steps - warmup)
-    return PEAK_LR * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return peak * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,6 +298,9 @@ def main() -> None:
                     help="stop after this many evaluations without a better validation objective (0: never)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--max-val-tokens", type=int, help="evaluate on a prefix of the held-out streams (smoke runs)")
+    ap.add_argument("--init", type=Path, help="start from this model.safetensors (a shipped demo model) instead of random "
+                                              "weights: a continued run, with a fresh optimizer and LR schedule")
+    ap.add_argument("--peak-lr", type=float, default=PEAK_LR, help="the schedule's peak learning rate (lower for --init runs)")
     ap.add_argument("--deadline", type=float, help="safety stop: leave the loop this many seconds after the start "
                                                    "(recorded as stopped_early; the run then no longer follows --steps)")
     args = ap.parse_args()
@@ -328,6 +331,11 @@ def main() -> None:
         log(f"calibration {calibration} -> {steps} steps")
 
     model = demo.build(dims, special_ids, args.seed).to(device)
+    init_sha256 = None
+    if args.init:
+        demo.load_checkpoint(model, args.init)
+        init_sha256 = hashlib.sha256(args.init.read_bytes()).hexdigest()
+        log(f"starting from {args.init} (sha256 {init_sha256})")
     n_params = sum(v.numel() for v in demo.checkpoint_tensors(model).values())
     opt = make_optimizer(model, device)
     sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
@@ -337,16 +345,16 @@ def main() -> None:
     t_loop = time.perf_counter()
     stopped_early, stop_reason, stale = None, None, 0
     for step in range(steps):
-        main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps))
+        main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
         last = step + 1 == steps
         if args.deadline and not last and (step + 1) % 20 == 0 and time.perf_counter() - t_start > args.deadline:
             stopped_early, stop_reason, last = step + 1, "deadline", True
             log(f"deadline reached: stopping after step {step + 1} of {steps}")
         if (step + 1) % 20 == 0 or last:
             elapsed = time.perf_counter() - t_loop
-            history.append({"step": step + 1, "loss": main_loss.item(), "mtp_loss": mtp_loss.item(), "lr": lr_at(step, steps),
+            history.append({"step": step + 1, "loss": main_loss.item(), "mtp_loss": mtp_loss.item(), "lr": lr_at(step, steps, args.peak_lr),
                             "epoch": sampler.epoch, "elapsed_s": elapsed})
-            log(f"step {step + 1}/{steps} loss {main_loss.item():.4f} mtp {mtp_loss.item():.4f} lr {lr_at(step, steps):.2e} "
+            log(f"step {step + 1}/{steps} loss {main_loss.item():.4f} mtp {mtp_loss.item():.4f} lr {lr_at(step, steps, args.peak_lr):.2e} "
                 f"epoch {sampler.epoch} {(step + 1) * args.batch * args.seq_len / elapsed:,.0f} tok/s")
         if (step + 1) % args.eval_every == 0 or last:
             sel = evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
@@ -387,7 +395,8 @@ def main() -> None:
         "parameters": n_params, "seq_len": args.seq_len, "batch": args.batch,
         "tokens_seen": steps_done * args.batch * args.seq_len, "train_tokens": train.stream.numel(),
         "epochs": steps_done * args.batch * args.seq_len / train.stream.numel(),
-        "hyper": {"peak_lr": PEAK_LR, "min_lr_ratio": MIN_LR_RATIO, "warmup_fraction": WARMUP_FRACTION,
+        "init": {"path": str(args.init), "sha256": init_sha256} if args.init else None,
+        "hyper": {"peak_lr": args.peak_lr, "min_lr_ratio": MIN_LR_RATIO, "warmup_fraction": WARMUP_FRACTION,
                   "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "prompt_weight": PROMPT_WEIGHT,
                   "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS},
         "calibration": calibration, "train_seconds": train_seconds,
