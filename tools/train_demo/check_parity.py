@@ -2,7 +2,7 @@
 """Check an exported demo model against transformers and qwenrt (CPU).
 
 Usage:
-    python3 tools/train_demo/check_parity.py --model models/qwen35-demo-14m --qwenrt build/release/qwenrt [--json OUT]
+    python3 tools/train_demo/check_parity.py --model models/qwen35-demo-16m --qwenrt build/release/qwenrt [--json OUT]
 
 Checks, each printed with its number:
   1. stock transformers loads the folder as Qwen3_5ForCausalLM (only mtp.* left unused) and its

@@ -2,7 +2,7 @@
 """Score model folders on the held-back test documents, each with its own tokenizer (CPU, float32).
 
 Usage:
-    python3 tools/train_demo/evaluate.py --model models/NEW --model models/qwen35-demo-14m \
+    python3 tools/train_demo/evaluate.py --model models/NEW --model models/qwen35-demo-16m \
         [--corpus tools/train_demo/.work/corpus/test.jsonl] [--max-tokens N] [--out eval.json]
 
 For every folder: the test documents (make_data.py's `test` split, never seen in training nor used

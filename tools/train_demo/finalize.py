@@ -3,7 +3,7 @@
 
 Usage:
     python3 tools/train_demo/finalize.py --run RUN_DIR --name qwen35-demo-16m \
-        [--qwenrt build/release/qwenrt] [--gpu-check GPU_OUT_DIR] [--baseline models/qwen35-demo-14m]
+        [--qwenrt build/release/qwenrt] [--gpu-check GPU_OUT_DIR] [--baseline models/qwen35-demo-16m]
 
 RUN_DIR holds what run_device.sh leaves in $OUT (model.safetensors.part-NN, config.json,
 generation_config.json, metrics.json, train.log) or what train.py writes (model.safetensors, ...).
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=HERE / "data")
     ap.add_argument("--models", type=Path, default=REPO / "models", help="where the model folder goes")
     ap.add_argument("--record", type=Path, default=HERE / "runs", help="where the run's record goes")
-    ap.add_argument("--baseline", type=Path, default=REPO / "models/qwen35-demo-14m", help="model to compare with")
+    ap.add_argument("--baseline", type=Path, default=REPO / "models/qwen35-demo-16m", help="model to compare with")
     ap.add_argument("--corpus", type=Path, default=HERE / ".work/corpus/test.jsonl", help="held-back test documents")
     ap.add_argument("--max-eval-tokens", type=int, help="score only this many test tokens (smoke runs)")
     ap.add_argument("--qwenrt", type=Path, help="qwenrt binary: parity, CPU decode speed, a default `run`")

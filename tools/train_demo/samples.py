@@ -3,7 +3,7 @@
 transformers (the generation_config.json settings), for plain prompts and chat prompts.
 
 Usage:
-    python3 tools/train_demo/samples.py --model models/qwen35-demo-14m --qwenrt build/release/qwenrt
+    python3 tools/train_demo/samples.py --model models/qwen35-demo-16m --qwenrt build/release/qwenrt
 
 Output is Markdown, pasted unedited into the model card.
 """

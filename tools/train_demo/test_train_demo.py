@@ -4,7 +4,7 @@
     python3 tools/train_demo/test_train_demo.py      # or with pytest, where it is installed
 
 Needs torch, transformers, tokenizers and jinja2 (as the tools themselves) and the repository's
-models/qwen35-demo-14m tokenizer (any Qwen 3.5 tokenizer folder would do).
+models/qwen35-demo-16m tokenizer (any Qwen 3.5 tokenizer folder would do).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import qwen35_demo as demo  # noqa: E402
 from make_tokenizer import ROLE_PROMPT, ROLE_REPLY, encode_stream  # noqa: E402
 from qa_sources import QA, first_sentences  # noqa: E402
 
-TOKENIZER = HERE.parents[1] / "models/qwen35-demo-14m"
+TOKENIZER = HERE.parents[1] / "models/qwen35-demo-16m"
 
 
 def item(key: str) -> QA:
