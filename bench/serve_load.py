@@ -151,7 +151,7 @@ def main():
     p.add_argument("--output-tokens", type=int, default=128, help="max_tokens, with ignore_eos")
     p.add_argument("--requests", type=int, default=0, help="requests in all (default 4 x concurrency)")
     p.add_argument("--warmup", type=int, default=1, help="requests sent first, one at a time, not measured")
-    p.add_argument("--token-range", default="1000,10000", help="prompt token ids are drawn from [A, B)")
+    p.add_argument("--token-range", default="100,8000", help="prompt token ids are drawn from [A, B) (within every vocabulary here: the demo model has 8,192)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--model", default="", help="the model field (some servers need it)")
     p.add_argument("--api-key", default="")
