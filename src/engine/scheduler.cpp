@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 
@@ -329,9 +330,24 @@ Step Scheduler::plan_window(const Running& running, std::vector<Sequence*>& seqs
   return step;
 }
 
+// A sequence whose next token is the plain argmax of its logits row: greedy, no penalties (they
+// change the logits first), no logprobs, nobody watching the row.
+bool Scheduler::picks_argmax(const Sequence& s) {
+  const SamplingParams& p = s.request.sampling;
+  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.logprobs &&
+         p.top_logprobs == 0 && !s.request.on_logits;
+}
+
 void Scheduler::decode(Running& running) {
   std::vector<Sequence*> seqs;
   const Step step = plan_decode(running, seqs);
+  if (!seqs.empty() && std::all_of(seqs.begin(), seqs.end(), [](const Sequence* s) { return picks_argmax(*s); })) {
+    // Every row wants only its argmax: the model picks it where it runs (on a GPU the [rows, V]
+    // logits never come home). The same token the sampler would take (first maximum).
+    if (!run_argmax_step(step, seqs)) return;
+    for (std::size_t i = 0; i < seqs.size(); ++i) on_token(*seqs[i], SampledToken{picks_[i], std::numeric_limits<float>::quiet_NaN(), {}});
+    return;
+  }
   if (!run_step(step, seqs)) return;
   for (std::size_t i = 0; i < seqs.size(); ++i) sample(*seqs[i], i);
 }
@@ -373,6 +389,18 @@ bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs) {
   try {
     if (options_.before_step) options_.before_step(step);
     model_.forward(step, cache_, pool_, out_);
+  } catch (const std::exception& e) {
+    fail_step(seqs, e);
+    return false;
+  }
+  return true;
+}
+
+bool Scheduler::run_argmax_step(const Step& step, const std::vector<Sequence*>& seqs) {
+  try {
+    if (options_.before_step) options_.before_step(step);
+    PendingStep pending = model_.enqueue_argmax(step, cache_, pool_, nullptr);
+    model_.wait_argmax(pending, picks_);
   } catch (const std::exception& e) {
     fail_step(seqs, e);
     return false;

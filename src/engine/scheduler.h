@@ -8,7 +8,8 @@
 //       (one per choice) and the KV blocks of prompt + max_tokens for each choice, less the blocks
 //       of the longest cached prefix the request resumes from (prefix cache); least recently used
 //       prefix-cache entries are evicted for blocks. What does not fit waits.
-//   (b) runs ONE decode step (Phase::Decode): one row for every running sequence whose prompt is in,
+//   (b) runs ONE decode step (Phase::Decode): one row for every running sequence whose prompt is in
+//       (when every row is plain greedy, only the argmax of each row comes back: picked on the GPU),
 //   (c) runs at most ONE window step (Phase::Window): prompt chunks of prefilling sequences under a
 //       token budget, so a long prompt never stalls the other streams (chunked prefill).
 // plan_decode / plan_window are the one place that decides what each step computes.
@@ -189,6 +190,9 @@ class Scheduler {
   void finish(Sequence& seq, FinishReason reason, OutputDelta delta = {}, const std::string& error = {});
   // Runs a step of `seqs` into out_ (false, with each failed, when it throws or is empty).
   bool run_step(const Step& step, const std::vector<Sequence*>& seqs);
+  // The same for a step whose rows all want only their argmax (picks_argmax): the picks into picks_.
+  bool run_argmax_step(const Step& step, const std::vector<Sequence*>& seqs);
+  static bool picks_argmax(const Sequence& s);
   // Samples sequence `s`'s next token from row `row` of out_'s logits.
   void sample(Sequence& s, std::size_t row);
   void fail_step(const std::vector<Sequence*>& seqs, const std::exception& e);
@@ -203,6 +207,7 @@ class Scheduler {
   PrefixCache prefix_;  // used by the loop thread only
   int64_t align_ = 1;
   StepOutput out_;
+  std::vector<int32_t> picks_;
   std::array<int64_t, 6> finished_{};  // by FinishReason (loop thread; published to totals_)
 
   mutable std::mutex mutex_;

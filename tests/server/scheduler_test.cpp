@@ -79,6 +79,33 @@ TEST(Scheduler, GreedyTokensAndLogitsAloneAndAmongFifteenOthers) {
     ASSERT_EQ(0, std::memcmp(alone_rows[t].data(), among_rows[t].data(), alone_rows[t].size() * sizeof(float))) << "logits of token " << t;
 }
 
+// Decode steps whose rows are all plain greedy take the model's own argmax picks (on a GPU the
+// logits never leave it); the tokens are those the sampler picks from the whole logits row: alone
+// (argmax steps), watched through on_logits (logits steps) and beside a sampled request (logits
+// steps for both).
+TEST(Scheduler, ArgmaxStepsPickWhatTheSamplerPicks) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 4;
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  const GenerationRequest plain = greedy(prompt_of(11), 40);
+  const Result fast = collect(*s.submit(plain));
+  GenerationRequest watched = plain;
+  int rows = 0;
+  watched.on_logits = [&rows](int, std::span<const float>) { ++rows; };
+  const Result slow = collect(*s.submit(watched));
+  EXPECT_EQ(rows, 40);
+  GenerationRequest sampled = greedy(prompt_of(12), 40);
+  sampled.sampling.temperature = 0.7f;
+  auto beside = s.submit(sampled);
+  const Result mixed = collect(*s.submit(plain));
+  collect(*beside);
+  EXPECT_EQ(fast.finish.at(0).completion_tokens, 40);
+  EXPECT_FALSE(fast.text.at(0).empty());
+  EXPECT_EQ(fast.text.at(0), slow.text.at(0));
+  EXPECT_EQ(fast.text.at(0), mixed.text.at(0));
+}
+
 // A step that throws fails each of its sequences with the message, and the scheduler goes on.
 TEST(Scheduler, AFailedStepFailsItsSequencesAndServingGoesOn) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
