@@ -344,7 +344,7 @@ void Scheduler::decode(Running& running) {
   if (!seqs.empty() && std::all_of(seqs.begin(), seqs.end(), [](const Sequence* s) { return picks_argmax(*s); })) {
     // Every row wants only its argmax: the model picks it where it runs (on a GPU the [rows, V]
     // logits never come home). The same token the sampler would take (first maximum).
-    if (!run_argmax_step(step, seqs)) return;
+    if (!run_step(step, seqs, /*argmax=*/true)) return;
     for (std::size_t i = 0; i < seqs.size(); ++i) on_token(*seqs[i], SampledToken{picks_[i], std::numeric_limits<float>::quiet_NaN(), {}});
     return;
   }
@@ -384,23 +384,16 @@ void Scheduler::window(Running& running) {
   }
 }
 
-bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs) {
+bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs, bool argmax) {
   if (seqs.empty()) return false;
   try {
     if (options_.before_step) options_.before_step(step);
-    model_.forward(step, cache_, pool_, out_);
-  } catch (const std::exception& e) {
-    fail_step(seqs, e);
-    return false;
-  }
-  return true;
-}
-
-bool Scheduler::run_argmax_step(const Step& step, const std::vector<Sequence*>& seqs) {
-  try {
-    if (options_.before_step) options_.before_step(step);
-    PendingStep pending = model_.enqueue_argmax(step, cache_, pool_, nullptr);
-    model_.wait_argmax(pending, picks_);
+    if (argmax) {
+      PendingStep pending = model_.enqueue_argmax(step, cache_, pool_, nullptr);
+      model_.wait_argmax(pending, picks_);
+    } else {
+      model_.forward(step, cache_, pool_, out_);
+    }
   } catch (const std::exception& e) {
     fail_step(seqs, e);
     return false;

@@ -188,10 +188,9 @@ class Scheduler {
   void fork_choices(Sequence& parent, Running& running);
   void on_token(Sequence& seq, const SampledToken& token);
   void finish(Sequence& seq, FinishReason reason, OutputDelta delta = {}, const std::string& error = {});
-  // Runs a step of `seqs` into out_ (false, with each failed, when it throws or is empty).
-  bool run_step(const Step& step, const std::vector<Sequence*>& seqs);
-  // The same for a step whose rows all want only their argmax (picks_argmax): the picks into picks_.
-  bool run_argmax_step(const Step& step, const std::vector<Sequence*>& seqs);
+  // Runs a step of `seqs` into out_, or with `argmax` (every row picks_argmax) only each row's
+  // argmax into picks_ (false, with each failed, when it throws or is empty).
+  bool run_step(const Step& step, const std::vector<Sequence*>& seqs, bool argmax = false);
   static bool picks_argmax(const Sequence& s);
   // Samples sequence `s`'s next token from row `row` of out_'s logits.
   void sample(Sequence& s, std::size_t row);

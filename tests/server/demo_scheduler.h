@@ -2,10 +2,13 @@
 // What the scheduler tests share: the demo model's session, greedy requests, and collecting a
 // request's events.
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "engine/scheduler.h"
 #include "engine/text_session.h"
 #include "support/fixtures.h"
@@ -54,6 +57,33 @@ inline Result collect(RequestHandle& h) {
     }
     events.clear();
   }
+  return r;
+}
+
+// One traced request run alone, then as request `index` among `others` more (other(i) makes
+// request i): its text and every logits row it sampled from, both times.
+struct AloneAndAmong {
+  Result alone, among;
+  std::vector<std::vector<float>> alone_rows, among_rows;
+};
+
+inline AloneAndAmong alone_and_among(TextSession& session, const SchedulerOptions& opt, const GenerationRequest& traced, int index, int count,
+                                     const std::function<GenerationRequest(int)>& other) {
+  AloneAndAmong r;
+  auto watched = [&](std::vector<std::vector<float>>& rows) {
+    GenerationRequest q = traced;
+    q.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
+    return q;
+  };
+  {
+    Scheduler s(session.model(), session.tokenizer(), session.stop_ids(), opt, ThreadPool::global());
+    r.alone = collect(*s.submit(watched(r.alone_rows)));
+  }
+  Scheduler s(session.model(), session.tokenizer(), session.stop_ids(), opt, ThreadPool::global());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < count; ++i) handles.push_back(s.submit(i == index ? watched(r.among_rows) : other(i)));
+  r.among = collect(*handles[static_cast<std::size_t>(index)]);
+  for (auto& h : handles) collect(*h);
   return r;
 }
 

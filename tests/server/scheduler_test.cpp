@@ -50,26 +50,11 @@ TEST(Scheduler, GreedyTokensAndLogitsAloneAndAmongFifteenOthers) {
   SchedulerOptions opt;
   opt.max_seqs = 16;
   opt.prefill_chunk = opt.window_budget = 16;  // prompts of several chunks, sharing window steps
-  auto traced = [](std::vector<std::vector<float>>& rows) {
-    GenerationRequest r = greedy(prompt_of(3), 48);
-    r.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
-    return r;
-  };
-  std::vector<std::vector<float>> alone_rows, among_rows;
-  Result alone;
-  {
-    Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
-    alone = collect(*s.submit(traced(alone_rows)));
-  }
-  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int i = 0; i < 16; ++i) {
-    GenerationRequest r = i == 7 ? traced(among_rows) : greedy(prompt_of(200 + i), 8 + 3 * i);
+  const auto [alone, among, alone_rows, among_rows] = alone_and_among(session(), opt, greedy(prompt_of(3), 48), 7, 16, [](int i) {
+    GenerationRequest r = greedy(prompt_of(200 + i), 8 + 3 * i);
     if (i % 3 == 0) r.sampling.temperature = 0.8f, r.sampling.seed = static_cast<uint64_t>(i);
-    handles.push_back(s.submit(std::move(r)));
-  }
-  const Result among = collect(*handles[7]);
-  for (auto& h : handles) collect(*h);
+    return r;
+  });
   EXPECT_EQ(alone.text.at(0), among.text.at(0));
   EXPECT_EQ(alone.finish.at(0).completion_tokens, 48);
   EXPECT_EQ(among.finish.at(0).finish, FinishReason::Length);

@@ -36,26 +36,11 @@ TEST(SchedulerGpu, GreedyLogitsAloneAndAmongSevenOthers) {
   SchedulerOptions opt;
   opt.max_seqs = 8;
   opt.prefill_chunk = opt.window_budget = 16;  // prompts of several chunks; one sequence per window step
-  auto traced = [&](std::vector<std::vector<float>>& rows) {
-    GenerationRequest r = greedy(prompt_of(3), 40);
-    r.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
-    return r;
-  };
-  std::vector<std::vector<float>> alone_rows, among_rows;
-  Result alone;
-  {
-    Scheduler s(session.model(), session.tokenizer(), session.stop_ids(), opt, ThreadPool::global());
-    alone = collect(*s.submit(traced(alone_rows)));
-  }
-  Scheduler s(session.model(), session.tokenizer(), session.stop_ids(), opt, ThreadPool::global());
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int i = 0; i < 8; ++i) {
-    GenerationRequest r = i == 5 ? traced(among_rows) : greedy(prompt_of(300 + i), 6 + 5 * i);
+  const auto [alone, among, alone_rows, among_rows] = alone_and_among(session, opt, greedy(prompt_of(3), 40), 5, 8, [](int i) {
+    GenerationRequest r = greedy(prompt_of(300 + i), 6 + 5 * i);
     if (i % 3 == 0) r.sampling.temperature = 0.8f, r.sampling.seed = static_cast<uint64_t>(i);
-    handles.push_back(s.submit(std::move(r)));
-  }
-  const Result among = collect(*handles[5]);
-  for (auto& h : handles) collect(*h);
+    return r;
+  });
   EXPECT_EQ(alone.text.at(0), among.text.at(0));
   ASSERT_EQ(alone_rows.size(), 40u);
   ASSERT_EQ(among_rows.size(), 40u);
