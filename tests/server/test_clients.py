@@ -289,7 +289,7 @@ class ServerTest(unittest.TestCase):
         m = self.server.metrics()
         self.assertEqual(m["qwenrt_requests_running"], 0)
         self.assertEqual(m["qwenrt_free_slots"], 16)
-        r = self.client.completions.create(model=self.model, prompt="still serving", max_tokens=4)
+        r = self.client.completions.create(model=self.model, prompt="still serving", max_tokens=4, extra_body={"ignore_eos": True})
         self.assertEqual(r.usage.completion_tokens, 4)
 
 
