@@ -4,7 +4,8 @@
 import re, sys, os
 src_dir, out_dir = sys.argv[1], sys.argv[2]
 for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_state.cu', 'deltanet/deltanet_chunk_state_wgmma.cu',
-             'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu']:
+             'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu',
+             'moe/moe_route.cu', 'moe/moe_decode.cu', 'moe/moe_window.cu']:
     s = open(os.path.join(src_dir, name)).read()
     s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
     def launch(m):
@@ -23,4 +24,7 @@ for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_stat
     # launch_chained(kernel, grid, block, smem, stream, args...): the stream is dropped
     s = re.sub(r'launch_chained\((\w+), (dim3\(.*?\)), (dim3\(.*?\)), (.*?), stream, (.*?)\);',
                lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s)
+    # the same over several lines, with a template kernel and a grid held in a variable
+    s = re.sub(r'launch_chained\(([\w<>]+), (\w+|dim3\([^()]*\)), (\w+|dim3\([^()]*\)), (\w+), stream, (.*?)\);',
+               lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s, flags=re.S)
     open(os.path.join(out_dir, os.path.basename(name).replace('.cu', '.cpp')), 'w').write(s)

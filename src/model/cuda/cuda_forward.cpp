@@ -11,6 +11,7 @@
 #include "backend/cuda/attention/attention_decode.h"
 #include "backend/cuda/attention/attention_prefill.h"
 #include "backend/cuda/deltanet/deltanet_decode.h"
+#include "backend/cuda/moe/moe.h"
 #include "backend/cuda/rows/argmax_rows.h"
 #include "backend/cuda/rows/copy_in_kernel.h"
 #include "backend/cuda/runtime/cuda_device.h"
@@ -51,7 +52,12 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
   std::ostringstream why;
   if (c.quantization.present || c.quantization.fp8.present)
     why << "quantized checkpoints (" << (c.quantization.fp8.present ? "fp8" : "MLX affine") << ") do not run on the CUDA backend yet";
-  else if (c.moe) why << "mixture-of-experts models do not run on the CUDA backend yet";
+  else if (c.moe && (c.num_experts > cuda::kMoeMaxExperts || c.experts_per_token > cuda::kMoeMaxExpertsPerToken))
+    why << c.num_experts << " experts with top-" << c.experts_per_token << " are not built (at most " << cuda::kMoeMaxExperts << " experts, top-"
+        << cuda::kMoeMaxExpertsPerToken << ")";
+  else if (c.moe && (c.moe_intermediate_size % 8 != 0 || c.shared_expert_intermediate_size > c.moe_intermediate_size))
+    why << "expert FFN size " << c.moe_intermediate_size << " (shared " << c.shared_expert_intermediate_size
+        << ") is not built (a multiple of 8, the shared expert's no larger, as in every released Qwen 3.5 MoE)";
   else if (c.head_dim != cuda::kAttentionHeadDim)
     why << "attention head_dim " << c.head_dim << " is not built (" << cuda::kAttentionHeadDim << " is, as in every released Qwen 3.5)";
   else if (c.linear_key_head_dim != cuda::kDeltaNetDecodeHeadDim || c.linear_value_head_dim != cuda::kDeltaNetDecodeHeadDim ||

@@ -10,6 +10,7 @@
 #include "backend/cuda/deltanet/deltanet_decode.h"
 #include "backend/cuda/deltanet/deltanet_prefill.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
+#include "backend/cuda/moe/moe.h"
 #include "backend/cuda/rows/add_in_place.h"
 #include "backend/cuda/rows/embed_rows.h"
 #include "backend/cuda/rows/rms_norm_rows.h"
@@ -310,9 +311,61 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   return {out, ActType::BF16, T, Nq * Dh, Nq * Dh};
 }
 
-Act CudaOps::moe(const MoeWeights&, const Act&) {
-  // CudaForward::unsupported refuses MoE configs at load, so no step gets here.
-  fail("mixture-of-experts layers do not run on the CUDA backend yet; use --device cpu");
+namespace {
+
+// The layer's experts as the MoE kernels read them (model/cuda/cuda_weights.cpp stacked them).
+cuda::MoeExperts moe_experts(const ModelConfig& c, const MoeWeights& w) {
+  cuda::MoeExperts ex;
+  ex.experts = static_cast<int>(w.experts.size());
+  ex.top_k = static_cast<int>(c.experts_per_token);
+  ex.shared = w.has_shared;
+  ex.hidden = c.hidden_size;
+  ex.inter = w.experts[0].gate.rows;
+  ex.slots = ex.top_k + (ex.shared ? 1 : 0);
+  ex.gate_up = device_bf16(w.experts[0].gate);
+  ex.down = device_bf16(w.experts[0].down);
+  const int64_t last = ex.experts - 1, gu_stride = 2 * ex.inter * ex.hidden, down_stride = ex.hidden * ex.inter;
+  const bool stacked = device_bf16(w.experts.back().gate) == ex.gate_up + last * gu_stride &&
+                       device_bf16(w.experts.back().up) == ex.gate_up + last * gu_stride + ex.inter * ex.hidden &&
+                       device_bf16(w.experts.back().down) == ex.down + last * down_stride &&
+                       (!ex.shared || (device_bf16(w.shared.gate) == ex.gate_up + ex.experts * gu_stride &&
+                                       device_bf16(w.shared.down) == ex.down + ex.experts * down_stride &&
+                                       device_bf16(w.shared_gate) == device_bf16(w.router) + ex.experts * ex.hidden));
+  if (!stacked) fail("internal: the experts of a MoE layer are not stacked on the GPU");
+  return ex;
+}
+
+}  // namespace
+
+Act CudaOps::moe(const MoeWeights& w, const Act& x) {
+  if (x.type != ActType::BF16) fail("internal: the MoE reads normalised bf16 rows on the GPU");
+  const int64_t T = x.rows, H = x.cols;
+  const cuda::MoeExperts ex = moe_experts(c_.config, w);
+  // Router logits, and the shared expert's gate logit beside them as column E (its weight row
+  // follows the router's on the device): one product.
+  Weight router = w.router;
+  router.rows = ex.experts + (ex.shared ? 1 : 0);
+  const int64_t ld = (router.rows + 3) / 4 * 4;
+  float* logits = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * ld), 1);
+  product(Part::Moe, x, {{&router, logits, ld}});
+  const int64_t slots = ex.slots;
+  int32_t* ids = c_.scratch.moe_route.get<int32_t>(static_cast<std::size_t>(2 * T * slots));
+  float* weights = reinterpret_cast<float*>(ids + T * slots);
+  {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "moe route", c_.stream);
+    cuda::moe_route(logits, ld, T, ex, ids, weights, c_.stream);
+  }
+  float* y = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * H), 0);
+  if (T <= cuda::kMoeDecodeRows) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (decode)", c_.stream);
+    bf16* act = c_.scratch.moe_work.get<bf16>(cuda::moe_decode_act_bytes(T, ex) / sizeof(bf16));
+    cuda::moe_decode(x.as<bf16>(), x.ld, T, ex, ids, weights, act, y, H, false, c_.stream);
+  } else {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (grouped)", c_.stream);
+    void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_window_scratch_bytes(T, ex));
+    cuda::moe_window(x.as<bf16>(), x.ld, T, ex, ids, weights, scratch, y, H, false, c_.stream);
+  }
+  return {y, ActType::F32, T, H, H};
 }
 
 Act CudaOps::norm_logit_rows(const Act& x, const ParamVector& w) {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -30,37 +31,39 @@ class Uploader {
 
   // The weight's bf16 copy: bf16 copied as it is, f16/f32 rounded once here.
   BoundWeight matrix(const Weight& m) {
-    if (m.quantized()) fail("quantized weights (", weight_format_name(m.format), ") do not run on the CUDA backend yet; use --device cpu");
     const std::pair<const std::byte*, uint64_t> key{m.data, m.random_seed};
     if (auto it = seen_.find(key); it != seen_.end()) return it->second;
-    const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
     std::byte* dst = arena_.as<std::byte>() + offset_;
-    if (!arena_.get()) {
-      // sizing only
-    } else if (!m.data) {
-      if (m.random_seed == 0) fail("internal: weight matrix without data or seed");
-      cuda::fill_uniform_bf16(reinterpret_cast<__nv_bfloat16*>(dst), n, m.random_scale, m.random_seed, nullptr);
-    } else if (m.format == WeightFormat::BF16) {
-      copy(dst, m.data, n * 2);
-    } else {
-      // Round f16/f32 rows to bf16 a slice at a time.
-      std::vector<float> row(static_cast<std::size_t>(m.cols));
-      std::vector<uint16_t> out;
-      out.reserve(static_cast<std::size_t>(m.cols) * 64);
-      for (int64_t r = 0; r < m.rows; ++r) {
-        m.row_to_f32(r, row.data());
-        for (float v : row) out.push_back(f32_to_bf16(v));
-        if (out.size() >= static_cast<std::size_t>(m.cols) * 64 || r + 1 == m.rows) {
-          copy(dst, out.data(), out.size() * 2);
-          dst += out.size() * 2;
-          out.clear();
-        }
-      }
-    }
-    const BoundWeight bound{WeightFormat::BF16, arena_.as<std::byte>() + offset_};
-    offset_ += aligned(n * 2);
+    if (arena_.get()) write(m, dst, m.cols);
+    const BoundWeight bound{WeightFormat::BF16, dst};
+    offset_ += aligned(static_cast<std::size_t>(m.rows * m.cols) * 2);
     seen_[key] = bound;
     return bound;
+  }
+
+  // Matrices one after another with no gap between them (the stacked layouts the MoE kernels index
+  // by expert): piece i takes rows[i] rows of ld[i] bf16, the weight in its top-left corner and
+  // zeros around it. Where each piece starts.
+  struct Piece {
+    const Weight* w;
+    int64_t rows, ld;
+  };
+  std::vector<BoundWeight> stacked(const std::vector<Piece>& pieces) {
+    std::vector<BoundWeight> out;
+    std::size_t bytes = 0;
+    bool padded = false;
+    for (const Piece& p : pieces) {
+      if (p.w->rows > p.rows || p.w->cols > p.ld) fail("internal: a stacked weight larger than its place");
+      padded |= p.w->rows != p.rows || p.w->cols != p.ld;
+      out.push_back({WeightFormat::BF16, arena_.as<std::byte>() + offset_ + bytes});
+      bytes += static_cast<std::size_t>(p.rows * p.ld) * 2;
+    }
+    if (arena_.get()) {
+      if (padded) QWENRT_CUDA_CHECK(cudaMemset(arena_.as<std::byte>() + offset_, 0, bytes));
+      for (std::size_t i = 0; i < pieces.size(); ++i) write(*pieces[i].w, static_cast<std::byte*>(const_cast<void*>(out[i].data)), pieces[i].ld);
+    }
+    offset_ += aligned(bytes);
+    return out;
   }
 
   const float* vector(const ParamVector& v) {
@@ -77,6 +80,43 @@ class Uploader {
   }
 
  private:
+  // m as bf16 rows of `ld` elements at dst (ld >= m.cols; what lies beyond m.cols is not written).
+  void write(const Weight& m, std::byte* dst, int64_t ld) {
+    if (m.quantized()) fail("quantized weights (", weight_format_name(m.format), ") do not run on the CUDA backend yet; use --device cpu");
+    const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
+    if (!m.data) {
+      if (m.random_seed == 0) fail("internal: weight matrix without data or seed");
+      if (ld == m.cols) {
+        cuda::fill_uniform_bf16(reinterpret_cast<__nv_bfloat16*>(dst), n, m.random_scale, m.random_seed, nullptr);
+        return;
+      }
+      cuda::DeviceBuffer tmp(n * 2);
+      cuda::fill_uniform_bf16(tmp.as<__nv_bfloat16>(), n, m.random_scale, m.random_seed, nullptr);
+      QWENRT_CUDA_CHECK(cudaMemcpy2D(dst, static_cast<std::size_t>(ld) * 2, tmp.get(), static_cast<std::size_t>(m.cols) * 2,
+                                     static_cast<std::size_t>(m.cols) * 2, static_cast<std::size_t>(m.rows), cudaMemcpyDeviceToDevice));
+      return;
+    }
+    if (m.format == WeightFormat::BF16 && ld == m.cols) {
+      copy(dst, m.data, n * 2);
+      return;
+    }
+    // Rows rounded to bf16 (f16/f32) or laid out at another stride, a slice at a time.
+    std::vector<float> row(static_cast<std::size_t>(m.cols));
+    std::vector<uint16_t> out;
+    const int64_t slice = 64;
+    out.reserve(static_cast<std::size_t>(ld * slice));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      m.row_to_f32(r, row.data());
+      for (float v : row) out.push_back(f32_to_bf16(v));
+      out.resize(out.size() + static_cast<std::size_t>(ld - m.cols), 0);
+      if (out.size() >= static_cast<std::size_t>(ld * slice) || r + 1 == m.rows) {
+        copy(dst, out.data(), out.size() * 2);
+        dst += out.size() * 2;
+        out.clear();
+      }
+    }
+  }
+
   void copy(std::byte* dst, const void* src, std::size_t bytes) {
     // Pieces of 64 MiB keep the progress bar moving and the page cache streaming from the mmap.
     for (std::size_t done = 0; done < bytes;) {
@@ -96,6 +136,34 @@ class Uploader {
   cuda::DeviceBuffer arena_;
   std::map<std::pair<const std::byte*, uint64_t>, BoundWeight> seen_;
 };
+
+// A MoE layer as cuda::MoeExperts reads it: the router with the shared expert's gate as its row E;
+// the experts' gate/up and down stacked, the shared expert last (zero-padded to the experts' FFN
+// size). Each Weight's `bound` points at its place in the stacks.
+void bind_moe(MoeWeights& m, Uploader& up, bool record) {
+  using Piece = Uploader::Piece;
+  const int64_t H = m.router.cols, I = m.experts[0].gate.rows;
+  std::vector<Piece> router{{&m.router, m.router.rows, H}};
+  if (m.has_shared) router.push_back({&m.shared_gate, 1, H});
+  std::vector<Piece> gate_up, down;
+  std::vector<MlpWeights*> experts;
+  for (MlpWeights& e : m.experts) experts.push_back(&e);
+  if (m.has_shared) experts.push_back(&m.shared);
+  for (MlpWeights* e : experts) {
+    gate_up.push_back({&e->gate, I, H});
+    gate_up.push_back({&e->up, I, H});
+    down.push_back({&e->down, H, I});
+  }
+  const auto r = up.stacked(router), gu = up.stacked(gate_up), d = up.stacked(down);
+  if (!record) return;
+  m.router.bound = r[0];
+  if (m.has_shared) m.shared_gate.bound = r[1];
+  for (std::size_t i = 0; i < experts.size(); ++i) {
+    experts[i]->gate.bound = gu[2 * i];
+    experts[i]->up.bound = gu[2 * i + 1];
+    experts[i]->down.bound = d[i];
+  }
+}
 
 // Every tensor of the model through the uploader, in one fixed order (with `record`, each weight's
 // and vector's `bound` is set). A layer's DeltaNet in_proj weights, and gate and up, follow each
@@ -122,7 +190,11 @@ void bind(ModelWeights& weights, Uploader& up, bool record) {
       for (Weight* w : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) matrix(*w);
       for (ParamVector* v : {&L.attn.q_norm, &L.attn.k_norm}) vector(*v);
     }
-    for (Weight* w : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) matrix(*w);
+    if (L.moe.experts.empty()) {
+      for (Weight* w : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) matrix(*w);
+    } else {
+      bind_moe(L.moe, up, record);
+    }
   }
 }
 

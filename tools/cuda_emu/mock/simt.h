@@ -267,6 +267,13 @@ inline T __ldcs(const T* p) {
   return *p;
 }
 inline float __expf(float x) { return expf(x); }
+// Fibers switch only at barriers and collectives: a plain add is atomic.
+template <typename T>
+inline T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
 inline float __fdividef(float a, float b) { return a / b; }
 template <typename T>
 inline void __stcs(T* p, T v) {

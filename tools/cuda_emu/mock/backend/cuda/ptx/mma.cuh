@@ -150,6 +150,10 @@ inline void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4], const uint32_t 
 // Chained launches and ready counters: the emulator runs kernels one after another, so a counter
 // is complete by the time anything waits on it.
 inline void grid_launch_dependents() {}
+inline void grid_dependency_wait() {}
+inline void chained_kernel_start() {}
+inline uint4 load_stream16(const void* p) { return *static_cast<const uint4*>(p); }
+inline uint4 load_shared16(const void* p) { return *static_cast<const uint4*>(p); }
 inline void signal_ready(int32_t* counter) { __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); }
 inline void wait_ready(const int32_t* counter, int32_t count) {
   if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < count) {

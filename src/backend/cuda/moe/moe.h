@@ -1,0 +1,60 @@
+#pragma once
+// The sparse mixture-of-experts FFN on the GPU (Qwen 3.5 MoE): routing, the experts' gated FFNs and
+// the weighted sum, for decode rows and prompt windows.
+//
+//   route        softmax over the router's logits, top-k (ties to the lower index), renormalised;
+//                with a shared expert, slot k of each row is that expert with weight sigmoid(gate)
+//   decode rows  (<= kMoeDecodeRows) one weight-streaming launch for the selected experts' gate/up
+//                and SwiGLU, one for their down products and the weighted sum: only the selected
+//                experts' weights are read, and a row's result does not depend on the other rows
+//   windows      the (row, slot) pairs grouped by expert on the device (each expert's run padded to
+//                the GEMM tile), grouped tensor-core GEMMs over all experts in one launch each
+//                (gate/up with SwiGLU in the epilogue, then down), and a gather that adds each row's
+//                slots in slot order: no host round trip, no per-expert loop on the host
+//
+// Every launch is graph-capturable (no host synchronisation).
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qwenrt::cuda {
+
+constexpr int kMoeMaxExperts = 512;                       // routed experts (Qwen 3.5: 256 or 512)
+constexpr int kMoeMaxExpertsPerToken = 16;                // routed top-k
+constexpr int kMoeMaxSlots = kMoeMaxExpertsPerToken + 1;  // + the shared expert
+constexpr int64_t kMoeDecodeRows = 8;
+constexpr int kMoeTileRows = 64;  // the grouped GEMM's row tile: each expert's run is padded to it
+
+// The experts as the kernels read them, stacked: expert e's gate rows then its up rows at
+// gate_up + e·2·I·H, its down matrix [H, I] at down + e·H·I. With a shared expert it is expert
+// `experts` (zero-padded to I when its own FFN size is smaller: silu(0)·0 adds nothing).
+struct MoeExperts {
+  const __nv_bfloat16* gate_up = nullptr;  // [experts (+1), 2I, H]
+  const __nv_bfloat16* down = nullptr;     // [experts (+1), H, I]
+  int experts = 0;                         // routed experts E
+  int top_k = 0;
+  bool shared = false;
+  int64_t hidden = 0;  // H, a multiple of 8
+  int64_t inter = 0;   // I, a multiple of 8
+  int slots = 0;       // per row: top_k, and the shared expert's
+};
+
+// Routing of `rows` rows: logits f32 [rows, ld] (the E router columns, then the shared expert's gate
+// logit at column E when experts.shared). ids / weights: [rows, slots] (expert index, weight).
+void moe_route(const float* logits, int64_t ld, int64_t rows, const MoeExperts& experts, int32_t* ids, float* weights, cudaStream_t stream);
+
+// Decode rows: x bf16 [rows, H] (row stride ldx); y[r * ldy + d] (+= with accumulate) the MoE output.
+// act: scratch of moe_decode_act_bytes(rows). rows <= kMoeDecodeRows.
+std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& experts);
+void moe_decode(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights,
+                __nv_bfloat16* act, float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
+
+// Windows: the same with the grouped GEMMs; scratch of moe_window_scratch_bytes(rows) (16-byte
+// aligned). Any number of rows.
+std::size_t moe_window_scratch_bytes(int64_t rows, const MoeExperts& experts);
+void moe_window(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights, void* scratch,
+                float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
+
+}  // namespace qwenrt::cuda

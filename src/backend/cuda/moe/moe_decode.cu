@@ -1,0 +1,135 @@
+// moe_decode: the experts of a few decode rows, streaming only the selected experts' weights.
+//
+// gate/up: one warp per (row, slot, two FFN columns): the dot products of the row with the expert's
+// gate and up rows, lane-strided 16-byte pieces along H, reduced across the warp by a butterfly
+// (one fixed order), then act = bf16(silu(g) · u) as the dense FFN rounds it.
+// down: one warp per (row, two output columns): for each slot the dot product of its act row with
+// the expert's down row, all slots' loads in flight together, then the sum over slots in slot order
+// weighted by the routing weights. Nothing depends on the other rows: batch-invariant bit for bit.
+#include <algorithm>
+
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kWarps = 4;
+constexpr int kColsPerWarp = 2;
+
+// Σ of the 8 products of two 16-byte bf16 pieces, in order, added to acc.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* w = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 xf = __bfloat1622float2(x[i]), wf = __bfloat1622float2(w[i]);
+    acc = fmaf(xf.x, wf.x, acc);
+    acc = fmaf(xf.y, wf.y, acc);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots)
+__global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const bf16* x, int64_t ldx, MoeExperts ex, const int32_t* ids, bf16* act) {
+  chained_kernel_start();
+  const int lane = threadIdx.x % 32;
+  const int pair = blockIdx.y;  // row · slots + slot
+  const int slots = ex.slots;
+  const int64_t row = pair / slots, H = ex.hidden, I = ex.inter;
+  const int64_t e = ids[pair];
+  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
+  if (col0 >= I) return;
+  const bf16* xr = x + row * ldx;
+  const bf16* gate = ex.gate_up + e * 2 * I * H;
+  const bf16* up = gate + I * H;
+  float g[kColsPerWarp] = {}, u[kColsPerWarp] = {};
+  const int64_t pieces = H / 8;
+#pragma unroll 4
+  for (int64_t c = lane; c < pieces; c += 32) {
+    const uint4 xv = load_shared16(xr + 8 * c);
+#pragma unroll
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      if (col0 + j >= I) break;
+      g[j] = dot8(xv, load_stream16(gate + (col0 + j) * H + 8 * c), g[j]);
+      u[j] = dot8(xv, load_stream16(up + (col0 + j) * H + 8 * c), u[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const float gs = warp_sum(g[j]), us = warp_sum(u[j]);
+    if (lane == 0 && col0 + j < I) act[static_cast<int64_t>(pair) * I + col0 + j] = __float2bfloat16_rn(swiglu(gs, us));
+  }
+}
+
+// grid (ceil(H / (kWarps·kColsPerWarp)), rows)
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_decode_down_kernel(const bf16* act, MoeExperts ex, const int32_t* ids, const float* weights, float* y, int64_t ldy, bool accumulate) {
+  chained_kernel_start();
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.y, H = ex.hidden, I = ex.inter;
+  const int slots = ex.slots;
+  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
+  if (col0 >= H) return;
+  float part[kColsPerWarp][kMoeMaxSlots] = {};
+  const int64_t pieces = I / 8;
+#pragma unroll
+  for (int s = 0; s < kMoeMaxSlots; ++s) {
+    if (s >= slots) break;
+    const int64_t e = ids[row * slots + s];
+    const bf16* a = act + (row * slots + s) * I;
+    const bf16* d = ex.down + e * H * I;
+    for (int64_t c = lane; c < pieces; c += 32) {
+      const uint4 av = load_shared16(a + 8 * c);
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j)
+        if (col0 + j < H) part[j][s] = dot8(av, load_stream16(d + (col0 + j) * I + 8 * c), part[j][s]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    float sum = 0;
+#pragma unroll
+    for (int s = 0; s < kMoeMaxSlots; ++s) {
+      if (s >= slots) break;
+      sum = fmaf(weights[row * slots + s], warp_sum(part[j][s]), sum);
+    }
+    if (lane == 0 && col0 + j < H) {
+      float* out = y + row * ldy + col0 + j;
+      *out = accumulate ? *out + sum : sum;
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& ex) { return static_cast<std::size_t>(rows * ex.slots * ex.inter) * sizeof(bf16); }
+
+void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
+                int64_t ldy, bool accumulate, cudaStream_t stream) {
+  if (rows < 0 || rows > kMoeDecodeRows) fail("moe_decode: ", rows, " rows (at most ", kMoeDecodeRows, ")");
+  if (ex.hidden % 8 != 0 || ex.inter % 8 != 0 || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    fail("moe_decode: H, I and the row stride must be multiples of 8 with 16-byte aligned rows");
+  if (rows == 0) return;
+  constexpr int per_block = kWarps * kColsPerWarp;
+  const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
+  launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 down_grid(static_cast<unsigned>((ex.hidden + per_block - 1) / per_block), static_cast<unsigned>(rows));
+  launch_chained(moe_decode_down_kernel, down_grid, dim3(kWarps * 32), 0, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy,
+                 accumulate);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda

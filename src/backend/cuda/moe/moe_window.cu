@@ -1,0 +1,315 @@
+// moe_window: the experts of a prompt window (or a large decode batch) as grouped GEMMs.
+//
+// 1. group (one block): the (row, slot) pairs counted per expert, each expert's run padded to the
+//    GEMM's row tile, every pair given a place in its expert's run (`sorted`: the row each place
+//    reads, -1 for padding; `place`: where pair (row, slot) went) and every tile its expert.
+//    Places within a run are handed out by shared-memory atomics, so their order varies from run to
+//    run; it does not matter: a tensor-core product's output row depends on its own input row only.
+// 2. gate/up: act[place] = bf16(silu(x[row]·Gᵀ) ⊙ (x[row]·Uᵀ)) for all tiles of all experts in one
+//    launch (mma.sync m16n8k16, cp.async pipeline; a tile's 128 weight rows are 64 gate rows and the
+//    64 up rows of the same FFN columns, so SwiGLU happens in the epilogue).
+// 3. down: out[place] = act[place]·Dᵀ, f32.
+// 4. gather: y[row] (+)= Σ_slot w[row, slot] · out[place(row, slot)], slots in order.
+#include <algorithm>
+
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int BM = kMoeTileRows;  // rows of a tile
+constexpr int BN = 128;           // weight rows of a tile
+constexpr int BK = 32;            // K per pipeline stage
+constexpr int kStages = 3;
+constexpr int kPad = 8;  // bf16 of padding per shared row: ldmatrix's eight row addresses hit distinct banks
+constexpr int kLd = BK + kPad;
+constexpr int kThreads = 128;  // 4 warps, 2 x 2, each 32 rows x 64 weight rows
+constexpr int kGroupThreads = 1024;
+constexpr std::size_t kGroupSmem = (3 * kMoeMaxExperts + 4) * sizeof(int32_t);
+constexpr std::size_t kGemmSmem = sizeof(bf16) * kStages * (BM + BN) * kLd;  // under the 48 KiB a launch gets without opting in
+
+// The grouping's upper bounds for `pairs` (row, slot) pairs over `groups` experts.
+int64_t max_tiles(int64_t pairs, int64_t groups) { return (pairs + BM - 1) / BM + groups; }
+
+struct Layout {
+  int64_t pairs, groups, tiles, places;
+  std::size_t sorted, place, tile_expert, act, out, total;  // byte offsets in the scratch
+};
+std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
+Layout layout(int64_t rows, const MoeExperts& ex) {
+  Layout l{};
+  l.pairs = rows * ex.slots;
+  l.groups = ex.experts + (ex.shared ? 1 : 0);
+  l.tiles = max_tiles(l.pairs, l.groups);
+  l.places = l.tiles * BM;
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t o = at;
+    at += align16(bytes);
+    return o;
+  };
+  l.sorted = take(static_cast<std::size_t>(l.places) * 4);
+  l.place = take(static_cast<std::size_t>(l.pairs) * 4);
+  l.tile_expert = take(static_cast<std::size_t>(l.tiles) * 4);
+  l.act = take(static_cast<std::size_t>(l.places * ex.inter) * sizeof(bf16));
+  l.out = take(static_cast<std::size_t>(l.places * ex.hidden) * sizeof(float));
+  l.total = at;
+  return l;
+}
+
+__global__ void __launch_bounds__(kGroupThreads)
+    moe_group_kernel(const int32_t* ids, int64_t pairs, int slots, int groups, int64_t tiles, int32_t* sorted, int32_t* place, int32_t* tile_expert) {
+  chained_kernel_start();
+  extern __shared__ float4 smem_raw[];
+  int32_t* count = reinterpret_cast<int32_t*>(smem_raw);  // [groups]
+  int32_t* cursor = count + kMoeMaxExperts + 1;           // [groups]
+  int32_t* first_tile = cursor + kMoeMaxExperts + 1;      // [groups + 1]
+  for (int e = threadIdx.x; e < groups; e += kGroupThreads) count[e] = 0;
+  for (int64_t p = threadIdx.x; p < tiles * BM; p += kGroupThreads) sorted[p] = -1;
+  __syncthreads();
+  for (int64_t n = threadIdx.x; n < pairs; n += kGroupThreads) atomicAdd(&count[ids[n]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t t = 0;
+    for (int e = 0; e < groups; ++e) {
+      first_tile[e] = t;
+      cursor[e] = t * BM;
+      t += (count[e] + BM - 1) / BM;
+    }
+    first_tile[groups] = t;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < groups; e += kGroupThreads)
+    for (int32_t t = first_tile[e]; t < first_tile[e + 1]; ++t) tile_expert[t] = e;
+  for (int64_t t = first_tile[groups] + threadIdx.x; t < tiles; t += kGroupThreads) tile_expert[t] = -1;
+  for (int64_t n = threadIdx.x; n < pairs; n += kGroupThreads) {
+    const int32_t at = atomicAdd(&cursor[ids[n]], 1);
+    sorted[at] = static_cast<int32_t>(n / slots);
+    place[n] = at;
+  }
+}
+
+// One tile: rows [tile·BM, +BM) of the places (all of one expert), weight rows [n0, +BN) of that
+// expert's matrix as the mode maps them. kGateUp: x rows gathered through `sorted`, K = H, weights
+// gate_up (tile rows 0-63: gate rows n0/2.., 64-127: up rows), act out; else act rows, K = I,
+// weights down, f32 out.
+template <bool kGateUp>
+__global__ void __launch_bounds__(kThreads)
+    moe_grouped_gemm_kernel(const bf16* a, int64_t lda, const int32_t* sorted, const int32_t* tile_expert, MoeExperts ex, void* out) {
+  chained_kernel_start();
+  const int64_t tile = blockIdx.x;
+  const int e = tile_expert[tile];
+  if (e < 0) return;
+  const int64_t H = ex.hidden, I = ex.inter;
+  const int64_t K = kGateUp ? H : I;
+  const int64_t N = kGateUp ? I : H;                                              // output columns
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (kGateUp ? BN / 2 : BN);  // first output column
+  const bf16* w = kGateUp ? ex.gate_up + static_cast<int64_t>(e) * 2 * I * H : ex.down + static_cast<int64_t>(e) * H * I;
+  const int64_t p0 = tile * BM;
+
+  extern __shared__ float4 smem_raw[];
+  auto& As = *reinterpret_cast<bf16(*)[kStages][BM][kLd]>(smem_raw);
+  auto& Bs = *reinterpret_cast<bf16(*)[kStages][BN][kLd]>(reinterpret_cast<unsigned char*>(smem_raw) + sizeof(bf16) * kStages * BM * kLd);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp % 2, wn = warp / 2;
+
+  // What this thread copies each stage: 2 A pieces and 4 B pieces of 16 bytes (8 bf16 along K).
+  const bf16* a_src[2];
+  bool a_ok[2];
+  int a_row[2], a_piece[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int idx = tid + i * kThreads;  // 0..255 = 64 rows x 4 pieces
+    a_row[i] = idx / 4, a_piece[i] = idx % 4;
+    int64_t src_row;
+    if (kGateUp) {
+      const int32_t r = sorted[p0 + a_row[i]];
+      a_ok[i] = r >= 0;
+      src_row = r >= 0 ? r : 0;
+    } else {
+      a_ok[i] = true;
+      src_row = p0 + a_row[i];
+    }
+    a_src[i] = a + src_row * lda;
+  }
+  const bf16* b_src[4];
+  bool b_ok[4];
+  int b_row[4], b_piece[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int idx = tid + i * kThreads;  // 0..511 = 128 rows x 4 pieces
+    b_row[i] = idx / 4, b_piece[i] = idx % 4;
+    int64_t col, wrow;
+    if (kGateUp) {
+      col = n0 + b_row[i] % (BN / 2);
+      wrow = (b_row[i] < BN / 2 ? 0 : I) + col;
+    } else {
+      col = n0 + b_row[i];
+      wrow = col;
+    }
+    b_ok[i] = col < N;
+    b_src[i] = w + (b_ok[i] ? wrow : 0) * K;
+  }
+  const int64_t k_tiles = (K + BK - 1) / BK;
+  auto load_stage = [&](int stage, int64_t kt) {
+    const int64_t k0 = kt * BK;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int64_t k = k0 + a_piece[i] * 8;
+      const bool ok = a_ok[i] && k < K;
+      cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&As[stage][a_row[i]][a_piece[i] * 8])), a_src[i] + (ok ? k : 0), ok);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t k = k0 + b_piece[i] * 8;
+      const bool ok = b_ok[i] && k < K;
+      cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&Bs[stage][b_row[i]][b_piece[i] * 8])), b_src[i] + (ok ? k : 0), ok);
+    }
+  };
+
+  float acc[2][8][4] = {};
+  // The weight rows of this warp's eight n8 tiles: gate/up pairs (q, q + 4) for the SwiGLU epilogue.
+  auto b_base = [&](int q) { return kGateUp ? (q < 4 ? wn * 32 + q * 8 : BN / 2 + wn * 32 + (q - 4) * 8) : wn * 64 + q * 8; };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    {
+      const int64_t next = kt + kStages - 1;
+      if (next < k_tiles) load_stage(static_cast<int>(next % kStages), next);
+      cp_async_commit();
+    }
+    const int st = static_cast<int>(kt % kStages);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      uint32_t af[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int r = wm * 32 + mi * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+        const int c = kk * 16 + (lane / 16) * 8;
+        ldmatrix_x4(af[mi], static_cast<uint32_t>(__cvta_generic_to_shared(&As[st][r][c])));
+      }
+#pragma unroll
+      for (int q = 0; q < 8; q += 2) {
+        uint32_t bf[4];
+        const int r = b_base(q) + (lane % 8) + (lane / 16) * 8;
+        const int c = kk * 16 + ((lane / 8) % 2) * 8;
+        ldmatrix_x4(bf, static_cast<uint32_t>(__cvta_generic_to_shared(&Bs[st][r][c])));
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          mma_bf16_16816(acc[mi][q], af[mi][0], af[mi][1], af[mi][2], af[mi][3], bf[0], bf[1]);
+          mma_bf16_16816(acc[mi][q + 1], af[mi][0], af[mi][1], af[mi][2], af[mi][3], bf[2], bf[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t p = p0 + wm * 32 + mi * 16 + g + half * 8;
+      if (kGateUp) {
+        bf16* act = static_cast<bf16*>(out) + p * I;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int64_t c = n0 + wn * 32 + q * 8 + 2 * t;
+          if (c >= N) continue;  // N is a multiple of 8: c + 1 < N too
+          const float* gv = &acc[mi][q][half * 2];
+          const float* uv = &acc[mi][q + 4][half * 2];
+          *reinterpret_cast<uint32_t*>(act + c) = pack_bf16(swiglu(gv[0], uv[0]), swiglu(gv[1], uv[1]));
+        }
+      } else {
+        if (sorted[p] < 0) continue;
+        float* o = static_cast<float*>(out) + p * H;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const int64_t c = n0 + wn * 64 + q * 8 + 2 * t;
+          if (c >= N) continue;
+          *reinterpret_cast<float2*>(o + c) = make_float2(acc[mi][q][half * 2], acc[mi][q][half * 2 + 1]);
+        }
+      }
+    }
+  }
+}
+
+// y[row] (+)= Σ_slot w · out[place]: four columns per thread.
+__global__ void moe_gather_kernel(const float* out, const int32_t* place, const float* weights, int slots, int64_t H, int64_t rows, float* y,
+                                  int64_t ldy, bool accumulate) {
+  chained_kernel_start();
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (c >= H) return;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    float4 sum = make_float4(0, 0, 0, 0);
+    for (int s = 0; s < slots; ++s) {
+      const float w = weights[row * slots + s];
+      const float4 v = *reinterpret_cast<const float4*>(out + static_cast<int64_t>(place[row * slots + s]) * H + c);
+      sum.x = fmaf(w, v.x, sum.x);
+      sum.y = fmaf(w, v.y, sum.y);
+      sum.z = fmaf(w, v.z, sum.z);
+      sum.w = fmaf(w, v.w, sum.w);
+    }
+    float4* dst = reinterpret_cast<float4*>(y + row * ldy + c);
+    if (accumulate) {
+      const float4 h = *dst;
+      sum = make_float4(h.x + sum.x, h.y + sum.y, h.z + sum.z, h.w + sum.w);
+    }
+    *dst = sum;
+  }
+}
+
+}  // namespace
+
+std::size_t moe_window_scratch_bytes(int64_t rows, const MoeExperts& ex) { return layout(rows, ex).total; }
+
+void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, void* scratch, float* y,
+                int64_t ldy, bool accumulate, cudaStream_t stream) {
+  if (ex.hidden % 8 != 0 || ex.inter % 8 != 0 || ldx % 8 != 0 || ldy % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(y) % 16 != 0)
+    fail("moe_window: H, I and the row strides must be multiples of 8 (y: 4) with 16-byte aligned rows");
+  if (ex.experts + (ex.shared ? 1 : 0) > kMoeMaxExperts + 1) fail("moe_window: ", ex.experts, " experts (at most ", kMoeMaxExperts, ")");
+  if (rows <= 0) return;
+  const Layout l = layout(rows, ex);
+  if (l.places > (int64_t{1} << 31) - 1) fail("moe_window: ", rows, " rows is too many for one call");
+  std::byte* s = static_cast<std::byte*>(scratch);
+  auto* sorted = reinterpret_cast<int32_t*>(s + l.sorted);
+  auto* place = reinterpret_cast<int32_t*>(s + l.place);
+  auto* tile_expert = reinterpret_cast<int32_t*>(s + l.tile_expert);
+  auto* act = reinterpret_cast<bf16*>(s + l.act);
+  auto* out = reinterpret_cast<float*>(s + l.out);
+
+  launch_chained(moe_group_kernel, dim3(1), dim3(kGroupThreads), kGroupSmem, stream, ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles,
+                 sorted, place, tile_expert);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 gu_grid(static_cast<unsigned>(l.tiles), static_cast<unsigned>((ex.inter + BN / 2 - 1) / (BN / 2)));
+  launch_chained(moe_grouped_gemm_kernel<true>, gu_grid, dim3(kThreads), kGemmSmem, stream, x, ldx, static_cast<const int32_t*>(sorted),
+                 static_cast<const int32_t*>(tile_expert), ex, static_cast<void*>(act));
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 down_grid(static_cast<unsigned>(l.tiles), static_cast<unsigned>((ex.hidden + BN - 1) / BN));
+  launch_chained(moe_grouped_gemm_kernel<false>, down_grid, dim3(kThreads), kGemmSmem, stream, static_cast<const bf16*>(act), ex.inter,
+                 static_cast<const int32_t*>(sorted), static_cast<const int32_t*>(tile_expert), ex, static_cast<void*>(out));
+  QWENRT_CUDA_CHECK_LAUNCH();
+  constexpr int kGatherThreads = 256;
+  const dim3 gather_grid(static_cast<unsigned>((ex.hidden / 4 + kGatherThreads - 1) / kGatherThreads),
+                         static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  launch_chained(moe_gather_kernel, gather_grid, dim3(kGatherThreads), 0, stream, static_cast<const float*>(out), static_cast<const int32_t*>(place),
+                 weights, ex.slots, ex.hidden, rows, y, ldy, accumulate);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda
