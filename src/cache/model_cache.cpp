@@ -103,6 +103,7 @@ void ModelCache::extend(int slot, int64_t new_length) {
     if (new_length > s.length && s.length % block_size_ != 0 && refs_[static_cast<std::size_t>(s.blocks.back())] > 1) {
       const int own = allocate_block();
       if (host_storage_) std::memcpy(block_data(own), block_data(s.blocks.back()), kv_bytes_per_block());
+      else if (device_state_) device_state_->copy_block(s.blocks.back(), own);  // (no device state: nothing written yet)
       release_blocks({s.blocks.back()});
       s.blocks.back() = own;
     }
@@ -203,7 +204,6 @@ void ModelCache::drop_row_states(int slot) {
 }
 
 void ModelCache::attach_prefix(int slot, const std::vector<int>& blocks, int64_t tokens) {
-  require_host("sharing a prefix");  // extend() copies shared blocks on the host only
   Slot& s = used_slot(slot);
   if (s.length != 0 || !s.blocks.empty()) fail("internal: a prefix goes into a fresh slot");
   if (n_attn_ > 0 && static_cast<int64_t>(blocks.size()) != (tokens + block_size_ - 1) / block_size_)
@@ -224,26 +224,33 @@ int64_t ModelCache::blocks_needed(int slot, int64_t new_length) const {
   return need;
 }
 
+DeviceCacheState& ModelCache::device(const char* what) const {
+  if (!device_state_) fail("internal: ", what, " of a device cache before any step ran");
+  return *device_state_;
+}
+
+int64_t ModelCache::snapshot_floats() const { return host_storage_ ? state_floats() : device("sizing a snapshot").state_floats(); }
+
 void ModelCache::save_state(int slot, float* dst) const {
-  require_host("saving a state");
   const_cast<ModelCache*>(this)->used_slot(slot);
+  if (!host_storage_) return device("saving a state").save_state(slot, dst);
   const float* src = states_.get() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(state_floats());
   std::copy_n(src, state_floats(), dst);
 }
 
 void ModelCache::load_state(int slot, const float* src) {
-  require_host("loading a state");
   used_slot(slot);
+  if (!host_storage_) return device("loading a state").load_state(slot, src);
   std::copy_n(src, state_floats(), slot_state(slot));
 }
 
 void ModelCache::fork(int from, int to) {
-  require_host("forking a sequence");
   if (to == from) fail("internal: a sequence cannot fork into its own slot");
   const int64_t n = used_slot(from).length;
   std::vector<int> blocks = share_blocks(from, n);
   attach_prefix(to, blocks, n);
   release_blocks(blocks);
+  if (!host_storage_) return device("forking a sequence").copy_state(from, to);
   std::copy_n(slot_state(from), state_floats(), slot_state(to));
 }
 

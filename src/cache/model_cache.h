@@ -30,10 +30,18 @@ struct CacheShape {
   int64_t recurrent_floats = 0;  // DeltaNet recurrent state per layer per slot: nv·dk·dv
 };
 
-// What a device executor keeps alongside the cache (its KV pools and state slots).
+// What a device executor keeps alongside the cache (its KV pools and state slots), and the storage
+// operations the cache asks of it when the tensors live there. Each runs in order with the steps
+// the executor has queued; save_state returns once dst holds the state.
 class DeviceCacheState {
  public:
   virtual ~DeviceCacheState() = default;
+  // Floats of one slot's DeltaNet state in the device's own layout (what save_state writes).
+  virtual int64_t state_floats() const = 0;
+  virtual void copy_block(int from, int to) = 0;  // every attention layer's K and V rows
+  virtual void save_state(int slot, float* dst) = 0;
+  virtual void load_state(int slot, const float* src) = 0;
+  virtual void copy_state(int from, int to) = 0;
 };
 
 class ModelCache {
@@ -60,7 +68,7 @@ class ModelCache {
   float* conv_state(int gdn_layer, int slot);       // [K−1, conv_dim]
   float* recurrent_state(int gdn_layer, int slot);  // [nv, dk, dv]
 
-  // Sharing (host storage only; the prefix cache and n > 1 choices).
+  // Sharing (the prefix cache and n > 1 choices; on a device through its DeviceCacheState).
   // The blocks holding the slot's first `tokens` tokens, each with one more reference for the caller.
   std::vector<int> share_blocks(int slot, int64_t tokens);
   void retain_blocks(const std::vector<int>& blocks);   // one more reference each
@@ -72,6 +80,9 @@ class ModelCache {
   int64_t blocks_needed(int slot, int64_t new_length) const;
   // Every DeltaNet layer's conv and recurrent state of the slot, state_floats() floats.
   int64_t state_floats() const { return (conv_floats_ + recurrent_floats_) * n_gdn_; }
+  // What save_state writes: state_floats() on the host, the device's layout on a device (Error
+  // before the device holds anything: no step has run yet).
+  int64_t snapshot_floats() const;
   void save_state(int slot, float* dst) const;
   void load_state(int slot, const float* src);
   // `to` (fresh) becomes a copy of `from`: the same tokens (blocks shared) and state.
@@ -123,6 +134,7 @@ class ModelCache {
   float* slot_state(int slot);
   int allocate_block();
   void require_host(const char* what) const;
+  DeviceCacheState& device(const char* what) const;
   Slot& used_slot(int slot);
 
   int64_t block_size_, n_attn_, n_gdn_, kv_row_;  // kv_row_ = Nkv·Dh floats

@@ -94,7 +94,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, int slot) {
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.end());
   e.hash = hash;
-  e.state.resize(static_cast<std::size_t>(cache_.state_floats()));
+  e.state.resize(static_cast<std::size_t>(cache_.snapshot_floats()));
   // What this entry adds: its tokens and snapshot, and the blocks no entry holds yet.
   std::size_t added = entry_bytes(e);
   const int64_t block_count = (static_cast<int64_t>(tokens.size()) + cache_.block_size() - 1) / cache_.block_size();

@@ -9,7 +9,8 @@
 // Each entry is one snapshot: the tokens [0, p), the KV blocks holding them (one reference each)
 // and the DeltaNet state at p. Entries are evicted least recently used first, to stay within
 // `max_bytes` (KV blocks counted once however many entries share them, plus the snapshots and the
-// tokens), or when the KV pool needs the blocks back (evict_for_blocks). Host storage only.
+// tokens), or when the KV pool needs the blocks back (evict_for_blocks). On a GPU the snapshots of
+// the DeltaNet state are copied to host memory and back.
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -36,7 +37,7 @@ class PrefixCache {
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
-  bool enabled() const { return max_bytes_ > 0 && cache_.host_storage(); }
+  bool enabled() const { return max_bytes_ > 0; }
 
   // The longest cached prefix of `prompt` of at most `limit` tokens: its length, 0 when none.
   int64_t match(std::span<const int32_t> prompt, int64_t limit) const;

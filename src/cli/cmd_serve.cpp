@@ -42,7 +42,8 @@ std::size_t available_host_memory() {
 // on the CPU 3/4 of MemAvailable; on a GPU the device's free memory less a reserve for the steps'
 // scratch (the larger of 2 GiB and 1/10 of it), so admission, not an allocation failure, says no.
 // (The GPU pool is allocated at the first step.) The prefix cache: --cache-bytes (default 1/4 of the pool,
-// at least 64 MiB; its KV blocks come out of the pool, its snapshots on top; 0 turns it off).
+// at least 64 MiB; its KV blocks come out of the pool, its snapshots on top, in host memory on a
+// GPU too; 0 turns it off).
 void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions& sched) {
   const ModelCache probe = model.new_cache(1);
   const bool cpu = model.device().kind == DeviceSpec::Kind::Cpu;
@@ -76,10 +77,6 @@ void plan_memory(const Options& opt, const Qwen35Model& model, SchedulerOptions&
   sched.kv_blocks = blocks;
   const std::size_t default_cache = std::max<std::size_t>(std::size_t{64} << 20, static_cast<std::size_t>(blocks) * block_bytes / 4);
   sched.prefix_cache_bytes = static_cast<std::size_t>(opt.integer_or("cache-bytes", static_cast<int64_t>(default_cache), 0, int64_t{1} << 50));
-  if (!cpu && sched.prefix_cache_bytes > 0) {
-    if (opt.has("cache-bytes")) std::fprintf(stderr, "qwenrt serve: the prefix cache runs on the CPU only for now; off\n");
-    sched.prefix_cache_bytes = 0;
-  }
   sched.snapshot_interval = opt.integer_or("snapshot-interval", 2048, 1, int64_t{1} << 30);
 }
 

@@ -124,7 +124,6 @@ std::shared_ptr<RequestHandle> Scheduler::submit(GenerationRequest request) {
   if (request.max_tokens < 1) throw SubmitError(K::Invalid, "max_tokens must be at least 1");
   if (request.n < 1 || request.n > options_.max_seqs)
     throw SubmitError(K::Invalid, "n must be between 1 and " + std::to_string(options_.max_seqs) + " (--max-seqs)");
-  if (request.n > 1 && !cache_.host_storage()) throw SubmitError(K::Invalid, "n > 1 runs on the CPU only for now");
   try {
     request.sampling.validate();
   } catch (const Error& e) {

@@ -10,12 +10,13 @@
 
 namespace qwenrt {
 
-CudaCacheState& CudaCacheState::of(ModelCache& cache, const ModelConfig& c) {
+CudaCacheState& CudaCacheState::of(ModelCache& cache, const ModelConfig& c, cudaStream_t stream) {
   if (auto* s = dynamic_cast<CudaCacheState*>(cache.device_state())) return *s;
   if (cache.device_state()) fail("internal: the cache belongs to another device executor");
   auto s = std::make_unique<CudaCacheState>();
   static uint64_t serials = 0;
   s->serial = ++serials;
+  s->stream = stream;
   const int64_t n_gdn = c.count(LayerKind::LinearAttention), n_attn = c.count(LayerKind::FullAttention);
   // The ring keeps K rows; recurrent states start on a 16-byte boundary (moved in float4s).
   s->conv_floats = (c.linear_conv_kernel * c.conv_dim() + 3) / 4 * 4;
@@ -44,6 +45,35 @@ void CudaCacheState::reserve_blocks(int64_t needed, cudaStream_t stream) {
     }
   pool_blocks = grown;
   bump_memory_epoch();
+}
+
+void CudaCacheState::copy_block(int from, int to) {
+  reserve_blocks(std::max(from, to) + 1, stream);
+  const std::size_t bytes = static_cast<std::size_t>(block_floats) * sizeof(__nv_bfloat16);
+  for (auto* pools : {&k_pool, &v_pool})
+    for (auto& p : *pools)
+      QWENRT_CUDA_CHECK(cudaMemcpyAsync(p.as<__nv_bfloat16>() + to * block_floats, p.as<__nv_bfloat16>() + from * block_floats, bytes,
+                                        cudaMemcpyDeviceToDevice, stream));
+}
+
+void CudaCacheState::save_state(int slot, float* dst) {
+  if (slot_floats == 0) return;
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(dst, gdn.as<float>() + slot * slot_floats, static_cast<std::size_t>(slot_floats) * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaCacheState::load_state(int slot, const float* src) {
+  if (slot_floats == 0) return;
+  // From pageable memory: the copy has taken src's bytes when the call returns.
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(gdn.as<float>() + slot * slot_floats, src, static_cast<std::size_t>(slot_floats) * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream));
+}
+
+void CudaCacheState::copy_state(int from, int to) {
+  if (slot_floats == 0) return;
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(gdn.as<float>() + to * slot_floats, gdn.as<float>() + from * slot_floats,
+                                    static_cast<std::size_t>(slot_floats) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace qwenrt

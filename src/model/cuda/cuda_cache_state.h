@@ -14,16 +14,25 @@
 namespace qwenrt {
 
 struct CudaCacheState final : DeviceCacheState {
-  uint64_t serial = 0;  // tells caches apart in the graph keys (addresses can be reused)
+  uint64_t serial = 0;            // tells caches apart in the graph keys (addresses can be reused)
+  cudaStream_t stream = nullptr;  // the executor's: the storage operations queue behind its steps
   int64_t gdn_layer_floats = 0, conv_floats = 0, slot_floats = 0;
   cuda::DeviceBuffer gdn;
   std::vector<cuda::DeviceBuffer> k_pool, v_pool;
   int64_t pool_blocks = 0, block_floats = 0;  // block_floats: bf16 elements of one block of one layer
 
   // The cache's state on this GPU, made on first use.
-  static CudaCacheState& of(ModelCache& cache, const ModelConfig& config);
+  static CudaCacheState& of(ModelCache& cache, const ModelConfig& config, cudaStream_t stream);
   // Grows every pool to hold `needed` blocks (contents kept).
   void reserve_blocks(int64_t needed, cudaStream_t stream);
+
+  // The cache's storage operations (prefix cache, n > 1). A snapshot is the slot's whole range of
+  // `gdn` (the conv rings keep their position-indexed rows: a state goes back to the same position).
+  int64_t state_floats() const override { return slot_floats; }
+  void copy_block(int from, int to) override;
+  void save_state(int slot, float* dst) override;
+  void load_state(int slot, const float* src) override;
+  void copy_state(int from, int to) override;
 };
 
 }  // namespace qwenrt

@@ -168,7 +168,7 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   // The last step through this entry must be done with its pinned buffers before they are written
   // again (a step that threw after enqueuing work drained the stream; see below).
   QWENRT_CUDA_CHECK(cudaEventSynchronize(io.done));
-  CudaCacheState& cs = CudaCacheState::of(cache, config_);
+  CudaCacheState& cs = CudaCacheState::of(cache, config_, stream_);
   StepShape shape;
   const StepRows rows = pack_step(step, lay, cache, use_graphs_, argmax, shape, io_, io, *scratch_, stream_);
   step_health_ = rows.health;

@@ -3,7 +3,10 @@
 // and DeltaNet decode kernels compute each row alone) and a prompt window computes one sequence's
 // chunk the same way whatever else waits. With --max-seqs 8 and a window budget of one chunk (each
 // window step carries one sequence), a greedy request's logits are bitwise the same alone and
-// among 7 others, some of them sampling.
+// among 7 others, some of them sampling. With prompt windows of one 64-token chunk each, a request
+// resumed from the prefix cache (DeltaNet snapshots copied to the host and back, KV blocks shared
+// and copied on the device) computes bitwise a fresh run's logits, and n choices (forked on the
+// device) sample as requests of their own seeds.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -46,6 +49,86 @@ TEST(SchedulerGpu, GreedyLogitsAloneAndAmongSevenOthers) {
   ASSERT_EQ(among_rows.size(), 40u);
   for (std::size_t t = 0; t < alone_rows.size(); ++t)
     ASSERT_EQ(0, std::memcmp(alone_rows[t].data(), among_rows[t].data(), alone_rows[t].size() * sizeof(float))) << "logits of token " << t;
+}
+
+std::vector<int32_t> long_prompt(std::size_t tokens) {
+  std::string text;
+  std::vector<int32_t> ids;
+  for (int i = 0; ids.size() < tokens; ++i) {
+    text += "Sentence " + std::to_string(i) + " talks about the weather in city number " + std::to_string(i * 13 % 97) + ". ";
+    ids = gpu_session().tokenizer().encode(text);
+  }
+  ids.resize(tokens);
+  return ids;
+}
+
+Scheduler make(const SchedulerOptions& opt) {
+  TextSession& s = gpu_session();
+  return Scheduler(s.model(), s.tokenizer(), s.stop_ids(), opt, ThreadPool::global());
+}
+
+TEST(SchedulerGpu, ResumedFromThePrefixCacheBitwiseAsAFreshPrefill) {
+  QWENRT_REQUIRE_GPU();
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 2;
+  opt.prefill_chunk = opt.window_budget = 64;  // every window one chunk, resumed or not
+  opt.snapshot_interval = 64;
+  opt.prefix_cache_bytes = 256 << 20;
+  const std::vector<int32_t> prompt = long_prompt(700);
+  auto traced = [&](std::vector<std::vector<float>>& rows) {
+    GenerationRequest r = greedy(prompt, 16);
+    r.on_logits = [&rows](int, std::span<const float> l) { rows.emplace_back(l.begin(), l.end()); };
+    return r;
+  };
+  std::vector<std::vector<float>> resumed_rows, fresh_rows;
+  Result resumed, fresh;
+  {
+    Scheduler s = make(opt);
+    const Result first = collect(*s.submit(greedy({prompt.begin(), prompt.begin() + 500}, 4)));
+    EXPECT_EQ(first.finish.at(0).cached_tokens, 0);
+    const int64_t before = s.stats().prefill_tokens;
+    resumed = collect(*s.submit(traced(resumed_rows)));
+    EXPECT_EQ(s.stats().prefill_tokens - before, 700 - 448);
+    EXPECT_EQ(s.stats().prefix.hits, 1);
+  }
+  {
+    SchedulerOptions off = opt;
+    off.prefix_cache_bytes = 0;
+    Scheduler s = make(off);
+    fresh = collect(*s.submit(traced(fresh_rows)));
+  }
+  EXPECT_EQ(resumed.finish.at(0).cached_tokens, 448);  // the first request's last snapshot
+  EXPECT_EQ(resumed.text[0], fresh.text[0]);
+  ASSERT_EQ(resumed_rows.size(), fresh_rows.size());
+  for (std::size_t t = 0; t < resumed_rows.size(); ++t)
+    ASSERT_EQ(0, std::memcmp(resumed_rows[t].data(), fresh_rows[t].data(), resumed_rows[t].size() * sizeof(float))) << "logits of token " << t;
+}
+
+TEST(SchedulerGpu, ChoicesForkOnTheDeviceAndSampleAsTheirOwnSeeds) {
+  QWENRT_REQUIRE_GPU();
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt;
+  opt.max_seqs = 4;
+  Scheduler s = make(opt);
+  const std::vector<int32_t> prompt = long_prompt(70);  // a partly filled KV block, copied on write
+  auto sampled = [&](uint64_t seed, int n) {
+    GenerationRequest r = greedy(prompt, 12);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    r.n = n;
+    return r;
+  };
+  const int64_t before = s.stats().prefill_tokens;
+  const Result three = collect(*s.submit(sampled(5, 3)));
+  EXPECT_EQ(s.stats().prefill_tokens - before, 70);
+  ASSERT_EQ(three.finish.size(), 3u);
+  for (int c = 0; c < 3; ++c) {
+    const Result one = collect(*s.submit(sampled(5 + static_cast<uint64_t>(c), 1)));
+    EXPECT_EQ(three.text.at(c), one.text.at(0)) << "choice " << c;
+  }
+  EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  EXPECT_EQ(s.stats().free_slots, 4);
 }
 
 }  // namespace
