@@ -49,9 +49,7 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, ModelWeigh
 
 std::string CudaForward::unsupported(const ModelConfig& c) {
   std::ostringstream why;
-  if (c.quantization.present || c.quantization.fp8.present)
-    why << "quantized checkpoints (" << (c.quantization.fp8.present ? "fp8" : "MLX affine") << ") do not run on the CUDA backend yet";
-  else if (c.moe) why << "mixture-of-experts models do not run on the CUDA backend yet";
+  if (c.moe) why << "mixture-of-experts models do not run on the CUDA backend yet";
   else if (c.head_dim != cuda::kAttentionHeadDim)
     why << "attention head_dim " << c.head_dim << " is not built (" << cuda::kAttentionHeadDim << " is, as in every released Qwen 3.5)";
   else if (c.linear_key_head_dim != cuda::kDeltaNetDecodeHeadDim || c.linear_value_head_dim != cuda::kDeltaNetDecodeHeadDim ||
