@@ -3,9 +3,9 @@
 // and products compute y = x · Wᵀ. `data` is the host storage in the weight's own format (a view
 // into the mapped checkpoint or the synthetic-weight arena; a slice such as one expert of a fused
 // tensor is an offset view). A backend that keeps weights elsewhere binds each one once, at load,
-// and records where in `bound`; products dispatch on the format there (one file per format per
-// backend: backend/cpu/matmul_<format>.cpp, model/cuda/weights_<format>.cpp). The quantized formats
-// enter here, beside the dense ones, without the model changing.
+// and records where in `bound`; products dispatch on the format there (the CPU: one file per
+// format, backend/cpu/matmul_<format>.cpp; CUDA: bf16, or packed as model/cuda/quant_upload.h
+// says). The quantized formats enter here, beside the dense ones, without the model changing.
 #include <cstddef>
 #include <cstdint>
 #include <string>
