@@ -47,8 +47,13 @@ TEST(SyntheticWeights, DeviceMadeQuantizedWeightsHaveTheHostLayout) {
     for (std::size_t i = 0; i < host.layers.size(); ++i) {
       const LayerWeights &h = host.layers[i], &d = dev.layers[i];
       const std::string at = "layer " + std::to_string(i);
-      for (auto [hw, dw] : {std::pair{&h.attn.q_proj, &d.attn.q_proj}, {&h.attn.o_proj, &d.attn.o_proj}, {&h.gdn.in_qkv, &d.gdn.in_qkv},
-                            {&h.gdn.in_b, &d.gdn.in_b}, {&h.gdn.out_proj, &d.gdn.out_proj}, {&h.mlp.gate, &d.mlp.gate}, {&h.mlp.down, &d.mlp.down}}) {
+      for (auto [hw, dw] : {std::pair{&h.attn.q_proj, &d.attn.q_proj},
+                            {&h.attn.o_proj, &d.attn.o_proj},
+                            {&h.gdn.in_qkv, &d.gdn.in_qkv},
+                            {&h.gdn.in_b, &d.gdn.in_b},
+                            {&h.gdn.out_proj, &d.gdn.out_proj},
+                            {&h.mlp.gate, &d.mlp.gate},
+                            {&h.mlp.down, &d.mlp.down}}) {
         if (hw->rows == 0) continue;
         expect_same_layout(*hw, *dw, at);
         quantized += hw->quantized();
