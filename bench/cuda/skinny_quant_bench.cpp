@@ -78,13 +78,11 @@ int main(int argc, char** argv) try {
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
   std::printf("device %s, %d SMs; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, copy);
   const std::vector<Shape> shapes = {
-      {"27b ffn up (17408x5120)", 17408, 5120},
-      {"27b ffn down (5120x17408)", 5120, 17408},
-      {"27b head (248320x5120)", 248320, 5120},
-      {"9b ffn up (12288x4096)", 12288, 4096},
-      {"0.8b ffn down (1024x3584)", 1024, 3584},
+      {"27b ffn up (17408x5120)", 17408, 5120}, {"27b ffn down (5120x17408)", 5120, 17408}, {"27b head (248320x5120)", 248320, 5120},
+      {"9b ffn up (12288x4096)", 12288, 4096},  {"0.8b ffn down (1024x3584)", 1024, 3584},
   };
-  const std::vector<Format> formats = {{"q4 g64", cuda::QuantKind::Affine4, 4}, {"q8 g64", cuda::QuantKind::Affine8, 8}, {"fp8 128", cuda::QuantKind::Fp8, 0}};
+  const std::vector<Format> formats = {
+      {"q4 g64", cuda::QuantKind::Affine4, 4}, {"q8 g64", cuda::QuantKind::Affine8, 8}, {"fp8 128", cuda::QuantKind::Fp8, 0}};
   const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 4, 8};
   cuda::DeviceBuffer x(static_cast<std::size_t>(8 * 17408) * 2);
   cuda::fill_uniform_bf16(x.as<__nv_bfloat16>(), static_cast<std::size_t>(8 * 17408), 1.0f, 7, nullptr);

@@ -96,4 +96,33 @@ __host__ __device__ inline float element(const QuantMatrix& m, int64_t r, int64_
   return affine_value(q, load_scale(m.scales, m.scale_type, g), load_scale(m.biases, m.scale_type, g));
 }
 
+// ---- 16-byte pieces, as the decode kernel reads them ------------------------------------------
+// A row is read in 16-byte pieces (four little-endian words): piece i holds elements
+// [i · elements, (i + 1) · elements) with elements = 32 (Affine4) or 16 (Affine8, Fp8), all inside
+// one affine group or FP8 tile (check_quant_matrix).
+
+template <QuantKind K>
+inline constexpr int kPieceElements = K == QuantKind::Affine4 ? 32 : 16;
+
+// The scale (and affine bias) of the piece of row r that starts at element e0.
+template <QuantKind K>
+__host__ __device__ inline void piece_scale_bias(const QuantMatrix& m, int64_t r, int64_t e0, float& scale, float& bias) {
+  if constexpr (K == QuantKind::Fp8) {
+    scale = fp8_scale(m, r, e0);
+    bias = 0.0f;
+  } else {
+    const int64_t g = r * (m.cols / m.group_size) + e0 / m.group_size;
+    scale = load_scale(m.scales, m.scale_type, g);
+    bias = load_scale(m.biases, m.scale_type, g);
+  }
+}
+
+// The value of element j of a piece whose words are w.
+template <QuantKind K>
+__host__ __device__ inline float piece_value(const uint32_t (&w)[4], int j, float scale, float bias) {
+  if constexpr (K == QuantKind::Affine4) return affine_value((w[j / 8] >> (4 * (j % 8))) & 0xfu, scale, bias);
+  else if constexpr (K == QuantKind::Affine8) return affine_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale, bias);
+  else return fp8_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale);
+}
+
 }  // namespace qwenrt::cuda::quant

@@ -45,47 +45,27 @@ __device__ __forceinline__ void dot8(const float (&wv)[8], const __nv_bfloat16* 
 }
 
 // One 16-byte piece of row r starting at element e0 (all of it inside one affine group or FP8
-// tile: check_quant_matrix), dequantized and multiplied into acc.
+// tile: check_quant_matrix), dequantized (quant_decode.cuh, as the CPU test checks it) and
+// multiplied into acc, 8 elements at a time.
 template <QuantKind K, int NR>
 __device__ __forceinline__ void piece(const QuantMatrix& m, int64_t r, int64_t e0, uint4 q, const __nv_bfloat16* x, int64_t ldx,
                                       float (&acc)[NR][4]) {
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  if constexpr (K == QuantKind::Fp8) {
-    const float scale = quant::fp8_scale(m, r, e0);
+  float scale, bias;
+  quant::piece_scale_bias<K>(m, r, e0, scale, bias);
 #pragma unroll
-    for (int o = 0; o < 2; ++o) {  // two octets of 8 bytes
-      float wv[8];
+  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
+    float wv[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = quant::fp8_value((w[2 * o + j / 4] >> (8 * (j % 4))) & 0xffu, scale);
-      dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
-    }
-  } else {
-    const int64_t g = r * (m.cols / m.group_size) + e0 / m.group_size;
-    const float scale = quant::load_scale(m.scales, m.scale_type, g), bias = quant::load_scale(m.biases, m.scale_type, g);
-    if constexpr (K == QuantKind::Affine4) {
-#pragma unroll
-      for (int o = 0; o < 4; ++o) {  // four octets, one word each
-        float wv[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) wv[j] = quant::affine_value((w[o] >> (4 * j)) & 0xfu, scale, bias);
-        dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
-      }
-    } else {
-#pragma unroll
-      for (int o = 0; o < 2; ++o) {  // two octets, two words each
-        float wv[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) wv[j] = quant::affine_value((w[2 * o + j / 4] >> (8 * (j % 4))) & 0xffu, scale, bias);
-        dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
-      }
-    }
+    for (int j = 0; j < 8; ++j) wv[j] = quant::piece_value<K>(w, 8 * o + j, scale, bias);
+    dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
   }
 }
 
 // Lane `lane`'s share of row r's dot products with the NR activation rows.
 template <QuantKind K, int NR>
 __device__ __forceinline__ void row_sums(const QuantMatrix& m, int64_t r, const __nv_bfloat16* x, int64_t ldx, int lane, float (&acc)[NR][4]) {
-  constexpr int kPer = K == QuantKind::Affine4 ? 32 : 16;  // elements per 16-byte piece
+  constexpr int kPer = quant::kPieceElements<K>;
   const int64_t pieces = m.cols / kPer;
   const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
   for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kLoadsInFlight) {

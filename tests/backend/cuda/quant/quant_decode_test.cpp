@@ -1,7 +1,8 @@
-// The per-element decoding the quantized CUDA kernels run (backend/cuda/quant/quant_decode.cuh,
-// host and device code alike), over the packed form the uploader makes (2/3-bit repacked into
-// 4-bit containers, 5/6-bit into 8-bit ones; FP8 tile scales widened to f32), against the CPU's
-// own dequantization (Weight::row_to_f32) bit for bit. No GPU needed.
+// The decoding the quantized CUDA kernels run (backend/cuda/quant/quant_decode.cuh, host and
+// device code alike: per element, and per 16-byte piece as the decode kernel reads a row), over the
+// packed form the uploader makes (2/3-bit repacked into 4-bit containers, 5/6-bit into 8-bit ones;
+// FP8 tile scales widened to f32), against the CPU's own dequantization (Weight::row_to_f32) bit
+// for bit. No GPU needed.
 #include "backend/cuda/quant/quant_decode.cuh"
 
 #include <gtest/gtest.h>
@@ -25,16 +26,44 @@ uint32_t bits_of(float f) {
   return u;
 }
 
-// Every element of `w` decoded from the host packed form `m` equals row_to_f32's, bit for bit.
+// Row r's values as the decode kernel computes them: 16-byte pieces of four little-endian words,
+// one scale (and bias) per piece (skinny_quant_gemm.cu's piece()).
+template <cuda::QuantKind K>
+std::vector<float> row_by_pieces(const cuda::QuantMatrix& m, int64_t r) {
+  constexpr int kPer = cuda::quant::kPieceElements<K>;
+  std::vector<float> out(static_cast<std::size_t>(m.cols));
+  const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
+  for (int64_t i = 0; i < m.cols / kPer; ++i) {
+    uint32_t w[4];
+    std::memcpy(w, row + i * 16, 16);
+    float scale = 0, bias = 0;
+    cuda::quant::piece_scale_bias<K>(m, r, i * kPer, scale, bias);
+    for (int j = 0; j < kPer; ++j) out[static_cast<std::size_t>(i * kPer + j)] = cuda::quant::piece_value<K>(w, j, scale, bias);
+  }
+  return out;
+}
+
+std::vector<float> row_by_pieces(const cuda::QuantMatrix& m, int64_t r) {
+  switch (m.kind) {
+    case cuda::QuantKind::Affine4: return row_by_pieces<cuda::QuantKind::Affine4>(m, r);
+    case cuda::QuantKind::Affine8: return row_by_pieces<cuda::QuantKind::Affine8>(m, r);
+    default: return row_by_pieces<cuda::QuantKind::Fp8>(m, r);
+  }
+}
+
+// Every element of `w` decoded from the host packed form `m`, one at a time (the prompt-row and
+// embedding kernels) and by 16-byte pieces (the decode kernel), equals row_to_f32's, bit for bit.
 void expect_same_values(const Weight& w, const cuda::QuantMatrix& m, const std::string& what) {
+  ASSERT_EQ(m.cols % m.elements_per_load(), 0) << what;
   std::vector<float> row(static_cast<std::size_t>(w.cols));
   int64_t mismatches = 0;
   for (int64_t r = 0; r < w.rows; ++r) {
     w.row_to_f32(r, row.data());
+    const std::vector<float> pieces = row_by_pieces(m, r);
     for (int64_t c = 0; c < w.cols; ++c) {
-      const float got = cuda::quant::element(m, r, c);
-      if (bits_of(got) != bits_of(row[static_cast<std::size_t>(c)]) && mismatches++ < 5)
-        ADD_FAILURE() << what << " (" << r << ", " << c << "): " << got << " vs the CPU's " << row[static_cast<std::size_t>(c)];
+      const float want = row[static_cast<std::size_t>(c)], got = cuda::quant::element(m, r, c), piece = pieces[static_cast<std::size_t>(c)];
+      if ((bits_of(got) != bits_of(want) || bits_of(piece) != bits_of(want)) && mismatches++ < 5)
+        ADD_FAILURE() << what << " (" << r << ", " << c << "): element " << got << ", by pieces " << piece << " vs the CPU's " << want;
     }
   }
   EXPECT_EQ(mismatches, 0) << what;
