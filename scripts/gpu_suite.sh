@@ -28,14 +28,17 @@ for b in "$bin"/cuda_*_bench; do
 done
 # The engine end to end on random weights with the real shapes (made on the GPU).
 echo "=== qwenrt bench --device cuda"
-# size:batch:prompt tokens:generated tokens. Decode at batch 1..64, then prefill at 512, 8k, 32k.
-if [ "$quick" = "--quick" ]; then configs="0.8b:1:512:32 27b:1:512:32 27b:1:8192:4"
-else configs="0.8b:1:512:32 9b:1:512:32 27b:1:512:32 27b:8:512:32 27b:32:512:32 27b:64:512:32 0.8b:1:8192:4 9b:1:8192:4 27b:1:8192:4 27b:1:32768:4"; fi
+# size:batch:prompt tokens:generated tokens[:quant]. Decode at batch 1..64, then prefill at 512, 8k,
+# 32k; then packed weights (MLX affine q4/q8, block FP8: decode and 8k prefill).
+if [ "$quick" = "--quick" ]; then configs="0.8b:1:512:32 27b:1:512:32 27b:1:8192:4 27b:1:512:32:q4 27b:1:512:32:fp8"
+else configs="0.8b:1:512:32 9b:1:512:32 27b:1:512:32 27b:8:512:32 27b:32:512:32 27b:64:512:32 0.8b:1:8192:4 9b:1:8192:4 27b:1:8192:4 27b:1:32768:4
+  27b:1:512:32:q4 27b:1:512:32:q8 27b:1:512:32:fp8 9b:1:512:32:q4 27b:8:512:32:q4 27b:1:8192:4:q4 27b:1:8192:4:fp8"; fi
 for cfg in $configs; do
-  IFS=: read -r size batch prompt gen <<<"$cfg"
-  line=$("$bin/qwenrt" bench --device cuda --synthetic "$size" --prompt-tokens "$prompt" --gen-tokens "$gen" --batch "$batch" --json 2>"$out/bench-$size-$batch-$prompt.err")
-  echo "$line" | tee "$out/bench-$size-$batch-$prompt.json"
-  summary+=("bench $size batch $batch prompt $prompt: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s, %.0f%% of floor, prefill %.0f tok/s = %.0f%% of the bf16 GEMM rate (%.0f TFLOP/s), %.1f GB used" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], 100*j.get("prefill_fraction_of_matmul", 0), j.get("measured_matmul_TFLOPs", 0), j.get("gpu_memory_used_GB", 0)))' 2>/dev/null || tail -1 "$out/bench-$size-$batch-$prompt.err")")
+  IFS=: read -r size batch prompt gen quant <<<"$cfg"
+  tag="$size-$batch-$prompt${quant:+-$quant}"
+  line=$("$bin/qwenrt" bench --device cuda --synthetic "$size" ${quant:+--quant "$quant"} --prompt-tokens "$prompt" --gen-tokens "$gen" --batch "$batch" --json 2>"$out/bench-$tag.err")
+  echo "$line" | tee "$out/bench-$tag.json"
+  summary+=("bench $size${quant:+ $quant} batch $batch prompt $prompt: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s, %.0f%% of floor, prefill %.0f tok/s = %.0f%% of the bf16 GEMM rate (%.0f TFLOP/s), %.1f GB used" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], 100*j.get("prefill_fraction_of_matmul", 0), j.get("measured_matmul_TFLOPs", 0), j.get("gpu_memory_used_GB", 0)))' 2>/dev/null || tail -1 "$out/bench-$tag.err")")
 done
 # Where a 27B prefill and decode step spend their GPU time.
 QWENRT_CUDA_PROFILE=1 "$bin/qwenrt" bench --device cuda --synthetic 27b --prompt-tokens 8192 --gen-tokens 4 >"$out/profile-27b.txt" 2>&1
@@ -67,7 +70,7 @@ printf '%s\n' "${summary[@]}"
     echo '```'
   done
   echo
-  echo "## qwenrt bench --device cuda (size:batch:prompt:gen = $configs)"
+  echo "## qwenrt bench --device cuda (size:batch:prompt:gen[:quant] = $configs)"
   echo
   echo '```'
   cat "$out"/bench-*.json 2>/dev/null
@@ -82,7 +85,7 @@ printf '%s\n' "${summary[@]}"
   echo "## Parity lines from the tests"
   echo
   echo '```'
-  grep -E "^\[ (parity|deltanet prefill)" "$out/tests.log"
+  grep -E "^\[ (parity|quant|deltanet prefill)" "$out/tests.log"
   echo '```'
 } > "$keep/results.md"
 cp "$out/tests.log" "$keep/tests.log"

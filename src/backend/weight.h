@@ -3,9 +3,9 @@
 // and products compute y = x · Wᵀ. `data` is the host storage in the weight's own format (a view
 // into the mapped checkpoint or the synthetic-weight arena; a slice such as one expert of a fused
 // tensor is an offset view). A backend that keeps weights elsewhere binds each one once, at load,
-// and records where in `bound`; products dispatch on the format there (one file per format per
-// backend: backend/cpu/matmul_<format>.cpp, model/cuda/weights_<format>.cpp). The quantized formats
-// enter here, beside the dense ones, without the model changing.
+// and records where in `bound`; products dispatch on the format there (the CPU: one file per
+// format, backend/cpu/matmul_<format>.cpp; CUDA: bf16, or packed as model/cuda/quant_upload.h
+// says). The quantized formats enter here, beside the dense ones, without the model changing.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -67,6 +67,17 @@ float fp8_e4m3_to_f32(uint8_t q);
 struct BoundWeight {
   WeightFormat format = WeightFormat::BF16;  // may differ from the host's (f16/f32 rounded at upload)
   const void* data = nullptr;
+  // Quantized formats, kept packed (the CUDA backend: model/cuda/quant_upload.h).
+  // MlxAffine: `bits`-wide containers (4 or 8: 2/3-bit weights repacked into 4, 5/6-bit into 8, the
+  // same values), `scales` and `biases` of `scale_format` per `group_size` as in the checkpoint.
+  // Fp8Block: f32 tile `scales`, `scale_cols` per tile row, this weight's row 0 at row `row_offset`
+  // of the first tile row.
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  int bits = 0, group_size = 0;
+  WeightFormat scale_format = WeightFormat::BF16;
+  int block_rows = 0, block_cols = 0;
+  int64_t scale_cols = 0, row_offset = 0;
 };
 
 struct Weight {

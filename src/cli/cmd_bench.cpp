@@ -91,8 +91,6 @@ int run_bench(const Args& args) {
     else if (q == "q8") format = SyntheticFormat::MlxQ8;
     else if (q == "fp8") format = SyntheticFormat::Fp8;
     else if (q != "bf16") fail("bench: --quant '", q, "' is not one of q4, q8, fp8, bf16");
-    if (format != SyntheticFormat::BF16 && device.kind == DeviceSpec::Kind::Cuda)
-      fail("bench: quantized weights do not run on the CUDA backend yet; use --device cpu");
   }
   if (opt.has("synthetic")) {
     source = "synthetic:" + opt.str("synthetic") + (opt.has("quant") ? ":" + opt.str("quant") : "");

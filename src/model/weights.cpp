@@ -407,14 +407,23 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
   ModelWeights w;
   const int64_t H = c.hidden_size;
   uint64_t s = seed;
-  if (!host_matrices && format != SyntheticFormat::BF16) fail("synthetic quantized weights are made on the host only (use --device cpu)");
   const bool mlx = format == SyntheticFormat::MlxQ4 || format == SyntheticFormat::MlxQ8;
   const int bits = format == SyntheticFormat::MlxQ4 ? 4 : 8;
   // Matrices in the chosen format; `small` ones (router, gates, in_proj_a/b, embedding, head) are
   // the ones Qwen's FP8 release keeps in bf16 (mlx-lm quantizes them; routers at 8 bits).
   auto packed = [&](int64_t r, int64_t k, float scale, bool small, int mlx_bits) -> std::optional<Weight> {
+    const bool fp8 = format == SyntheticFormat::Fp8 && !small;
+    if (!host_matrices && ((mlx && k % 64 == 0) || fp8)) {
+      // Made on the device at upload (model/cuda/quant_upload.h), with the host's layout and scales.
+      Weight m{mlx ? WeightFormat::MlxAffine : WeightFormat::Fp8Block, r, k, nullptr};
+      if (mlx) m.quant = {mlx_bits, 64, WeightFormat::BF16, nullptr, nullptr};
+      else m.fp8 = {128, 128, WeightFormat::BF16, nullptr, (k + 127) / 128, 0};
+      m.random_seed = ++s;
+      m.random_scale = scale;
+      return m;
+    }
     if (mlx && k % 64 == 0) return random_mlx_matrix(w, r, k, mlx_bits, scale, ++s);
-    if (format == SyntheticFormat::Fp8 && !small) return random_fp8_matrix(w, r, k, scale, ++s);
+    if (fp8) return random_fp8_matrix(w, r, k, scale, ++s);
     return std::nullopt;
   };
   auto dense = [&](int64_t r, int64_t k, float scale) {

@@ -91,7 +91,8 @@ ModelWeights bind_weights(const ModelConfig& config, const CheckpointDir& checkp
 enum class SyntheticFormat { BF16, MlxQ4, MlxQ8, Fp8 };
 
 // Random weights with the real shapes of `config` (for benchmarks). Without host_matrices the
-// matrices hold only their seeds and are made on the device at upload (bf16 only).
+// matrices hold only their seeds (and, quantized, their format's parameters) and are made on the
+// device at upload.
 ModelWeights synthetic_weights(const ModelConfig& config, uint64_t seed, bool host_matrices = true, SyntheticFormat format = SyntheticFormat::BF16);
 
 }  // namespace qwenrt

@@ -11,6 +11,8 @@
 #include "backend/cuda/deltanet/deltanet_prefill.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/quant/dequantize_rows.h"
+#include "backend/cuda/quant/skinny_quant_gemm.h"
 #include "backend/cuda/rows/add_in_place.h"
 #include "backend/cuda/rows/embed_rows.h"
 #include "backend/cuda/rows/rms_norm_rows.h"
@@ -18,6 +20,7 @@
 #include "backend/cuda/rows/to_bf16_rows.h"
 #include "core/error.h"
 #include "model/cuda/health_site.h"
+#include "model/cuda/quant_upload.h"
 
 namespace qwenrt {
 
@@ -29,6 +32,8 @@ namespace {
 constexpr const char* kSkinny = " (skinny)";
 constexpr const char* kSkinnyNormed = " (skinny, normed)";
 constexpr const char* kCublas = " (cuBLAS)";
+constexpr const char* kSkinnyQuant = " (skinny, quantized)";
+constexpr const char* kDequantCublas = " (dequantized, cuBLAS)";
 
 // A weight's bf16 copy on this GPU (model/cuda/cuda_weights bound it at load).
 const bf16* device_bf16(const Weight& w) {
@@ -41,7 +46,17 @@ const float* device_f32(const ParamVector& v) {
 }
 
 // Whether b's rows follow a's on the device, so that both are one [a.rows + b.rows, cols] matrix.
-bool follows(const Weight& a, const Weight& b) { return device_bf16(b) == device_bf16(a) + a.rows * a.cols && b.cols == a.cols; }
+bool follows(const Weight& a, const Weight& b) {
+  return !a.quantized() && !b.quantized() && device_bf16(b) == device_bf16(a) + a.rows * a.cols && b.cols == a.cols;
+}
+
+bool any_quantized(std::initializer_list<const Weight*> weights) {
+  return std::any_of(weights.begin(), weights.end(), [](const Weight* w) { return w->quantized(); });
+}
+
+// Prompt rows of a quantized product dequantize at most this many weight elements at a time into a
+// bf16 scratch matrix for cuBLAS (128 MiB; larger matrices run in row slices).
+constexpr int64_t kDequantSliceElements = int64_t{64} << 20;
 
 }  // namespace
 
@@ -69,7 +84,9 @@ bool CudaOps::fused_norm(int64_t T) const {
 Act CudaOps::embed() {
   const int64_t T = c_.layout.total_rows, H = c_.config.hidden_size;
   float* h = c_.scratch.part<float>(Part::Residual, static_cast<std::size_t>(T * H));
-  cuda::embed_rows(c_.rows.tokens, c_.rows.from, c_.rows.picks, T, device_bf16(c_.weights.embed), H, h, c_.stream);
+  if (c_.weights.embed.quantized())  // rows dequantized on lookup
+    cuda::embed_quant_rows(c_.rows.tokens, c_.rows.from, c_.rows.picks, T, device_quant(c_.weights.embed), h, c_.stream);
+  else cuda::embed_rows(c_.rows.tokens, c_.rows.from, c_.rows.picks, T, device_bf16(c_.weights.embed), H, h, c_.stream);
   if (c_.layout.given_embeddings) {
     // Rows given by the caller (vision features, MTP inputs) replace their token's embedding. Such
     // steps run eagerly, so a copy from pageable memory in the stream is fine here.
@@ -124,11 +141,37 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
     xb = conv;
   }
   const int64_t ldx = x.type == ActType::BF16 ? x.ld : k;
+  // Quantized weights (any mix with bf16 ones, as mixed recipes make) run apart: decode rows
+  // through the quantized weight-streaming launch, prompt rows dequantized into bf16 a slice of
+  // rows at a time for cuBLAS.
+  std::vector<cuda::QuantSegment> quant;
+  std::vector<Target> dense;
+  for (const auto& t : targets) {
+    if (t.w->quantized()) quant.push_back({device_quant(*t.w), t.y, t.ldy, t.accumulate});
+    else dense.push_back(t);
+  }
+  if (!quant.empty() && n <= kDecodeRows) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinnyQuant);
+    cuda::skinny_quant_gemm(xb, n, k, ldx, quant, c_.stream);
+  } else if (!quant.empty()) {
+    if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
+    const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kDequantCublas);
+    for (const auto& q : quant) {
+      const int64_t slice = std::max<int64_t>(1, std::min(q.w.rows, kDequantSliceElements / q.w.cols));
+      bf16* wb = c_.scratch.dequant.get<bf16>(static_cast<std::size_t>(slice * q.w.cols));
+      for (int64_t r0 = 0; r0 < q.w.rows; r0 += slice) {
+        const int64_t rows = std::min(slice, q.w.rows - r0);
+        cuda::dequantize_rows(q.w, r0, rows, wb, c_.stream);
+        c_.cublas->gemm(xb, n, k, ldx, wb, rows, q.y + r0, q.ldy, q.accumulate, c_.stream);
+      }
+    }
+  }
+  if (dense.empty()) return;
   if (n <= kDecodeRows) {
     // Decode rows: one weight-streaming launch for all targets.
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinny);
     std::vector<cuda::GemmSegment> segs;
-    for (const auto& t : targets) segs.push_back({device_bf16(*t.w), t.w->rows, t.y, t.ldy, t.accumulate});
+    for (const auto& t : dense) segs.push_back({device_bf16(*t.w), t.w->rows, t.y, t.ldy, t.accumulate});
     cuda::skinny_gemm(xb, n, k, ldx, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
     return;
   }
@@ -142,7 +185,7 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
   auto flush = [&] {
     if (run) c_.cublas->gemm(xb, n, k, ldx, device_bf16(*run->w), rows, run->y, run->ldy, run->accumulate, c_.stream);
   };
-  for (const auto& t : targets) {
+  for (const auto& t : dense) {
     if (run && follows(*last, *t.w) && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
       rows += t.w->rows;
       last = t.w;
@@ -167,7 +210,9 @@ std::vector<Act> CudaOps::matmul(Part part, const Act& x, std::initializer_list<
 
 std::vector<Act> CudaOps::norm_matmul(Part part, const Act& h, const ParamVector& w, std::initializer_list<const Weight*> weights) {
   const int64_t T = h.rows, H = h.cols;
-  if (!fused_norm(T)) return matmul(part, rms_norm(Part::Norm, h, w), weights);
+  // Quantized weights: a norm launch, then the product (the norm is not fused into the quantized
+  // launch yet).
+  if (!fused_norm(T) || any_quantized(weights)) return matmul(part, rms_norm(Part::Norm, h, w), weights);
   // Decode rows: the weight-streaming launch normalises the residual rows itself (no norm launch).
   std::vector<Act> out = outputs(part, T, weights);
   const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinnyNormed);
@@ -203,6 +248,12 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
   const int64_t T = h.rows, H = h.cols, I = gate.rows;
   bf16* act = c_.scratch.part<bf16>(Part::SwiGlu, static_cast<std::size_t>(T * I));
   const Act out{act, ActType::BF16, T, I, I};
+  if (gate.quantized() || up.quantized()) {
+    // Quantized gate/up: norm, the two products side by side, then SwiGLU, as three launches (not
+    // fused yet).
+    const std::vector<Act> gu = matmul(Part::GateUp, rms_norm(Part::Norm, h, w), {&gate, &up});
+    return swiglu(gu[0], gu[1]);
+  }
   if (fused_norm(T)) {
     // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinnyNormed);

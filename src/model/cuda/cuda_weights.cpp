@@ -11,6 +11,7 @@
 #include "backend/cuda/runtime/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "model/cuda/quant_upload.h"
 
 namespace qwenrt {
 namespace {
@@ -29,10 +30,12 @@ class Uploader {
 
   std::size_t laid_out() const { return offset_; }
 
-  // The weight's bf16 copy: bf16 copied as it is, f16/f32 rounded once here.
+  // The weight's bf16 copy: bf16 copied as it is, f16/f32 rounded once here. Quantized weights
+  // stay packed (quant_upload.h).
   BoundWeight matrix(const Weight& m) {
     const std::pair<const std::byte*, uint64_t> key{m.data, m.random_seed};
     if (auto it = seen_.find(key); it != seen_.end()) return it->second;
+    if (m.quantized()) return packed(m, key);
     std::byte* dst = arena_.as<std::byte>() + offset_;
     if (arena_.get()) write(m, dst, m.cols);
     const BoundWeight bound{WeightFormat::BF16, dst};
@@ -71,6 +74,19 @@ class Uploader {
     if (arena_.get()) copy(dst, v.data(), v.size() * 4);
     offset_ += aligned(v.size() * 4);
     return reinterpret_cast<const float*>(dst);
+  }
+
+  BoundWeight packed(const Weight& m, const std::pair<const std::byte*, uint64_t>& key) {
+    const PackedParts parts = packed_parts(m);
+    std::byte* base = arena_.as<std::byte>();
+    std::byte* data = base + offset_;
+    std::byte* scales = data + aligned(parts.data);
+    std::byte* biases = scales + aligned(parts.scales);
+    BoundWeight bound;
+    if (arena_.get()) bound = upload_packed(m, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
+    offset_ += aligned(parts.data) + aligned(parts.scales) + aligned(parts.biases);
+    seen_[key] = bound;
+    return bound;
   }
 
   cuda::DeviceBuffer take() {
@@ -209,8 +225,9 @@ cuda::DeviceBuffer upload_weights(ModelWeights& weights) {
   // Leave room for activations, the caches and cuBLAS's workspace.
   const std::size_t headroom = std::size_t{1} << 30;
   if (total + headroom > free_bytes)
-    fail("--device cuda: the weights need ", (total >> 20) + 1, " MiB in bf16 plus ~1 GiB of working memory, and the GPU has ", free_bytes >> 20,
-         " MiB free of ", device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
+    fail("--device cuda: the weights need ", (total >> 20) + 1,
+         " MiB (bf16, or packed where quantized) plus ~1 GiB of working memory, and the GPU has ", free_bytes >> 20, " MiB free of ",
+         device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
   Uploader up(total);
   bind(weights, up, /*record=*/true);
   return up.take();

@@ -1,7 +1,7 @@
 #pragma once
-// The model's weights on one GPU, in one device allocation: every matrix as bf16 (f16/f32
-// checkpoints rounded once at upload; synthetic weights made on the device), every small vector as
-// f32. Each Weight's and ParamVector's `bound` records where its copy is.
+// The model's weights on one GPU, in one device allocation: every dense matrix as bf16 (f16/f32
+// checkpoints rounded once at upload; synthetic weights made on the device), every quantized one
+// packed (quant_upload.h), every small vector as f32. Each Weight's and ParamVector's `bound` records where its copy is.
 #include "backend/cuda/runtime/device_buffer.h"
 #include "model/weights.h"
 

@@ -48,6 +48,7 @@ class ScratchArena {
 
   // Workspaces of the kernels, by what they are for.
   GrowableBuffer meta, gemm_partials, deltanet_window, attention_q, attention_splits, gate_up, argmax, matmul_input, moe_route, moe_work;
+  GrowableBuffer dequant;  // prompt rows of a quantized product: a slice of its weight in bf16
 
   // The skinny GEMM's scratch: partial sums and its K-split tile counters (zeroed once here, left
   // zero by every launch).

@@ -1,0 +1,65 @@
+// Quantized rows widened on the GPU: to a bf16 scratch matrix (prompt products) and to f32
+// embedding rows (dequantize_rows.h).
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/quant/dequantize_rows.h"
+#include "backend/cuda/quant/quant_decode.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Thread i of the grid-stride loop writes 8 consecutive bf16 of the output (cols is a multiple of 8).
+__global__ void dequantize_kernel(QuantMatrix m, int64_t r0, int64_t count, __nv_bfloat16* out) {
+  chained_kernel_start();
+  const int64_t per_row = m.cols / 8, total = count * per_row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t r = i / per_row, c = (i % per_row) * 8;
+    uint32_t packed[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(quant::element(m, r0 + r, c + 2 * j)));
+      const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(quant::element(m, r0 + r, c + 2 * j + 1)));
+      packed[j] = lo | (hi << 16);
+    }
+    *reinterpret_cast<uint4*>(out + r * m.cols + c) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
+__global__ void embed_quant_kernel(const int32_t* tokens, const int32_t* from, const int32_t* picks, QuantMatrix m, float* out) {
+  chained_kernel_start();
+  const int32_t f = from[blockIdx.x];
+  const int32_t token = f >= 0 ? picks[f] : tokens[blockIdx.x];
+  float* dst = out + static_cast<int64_t>(blockIdx.x) * m.cols;
+  for (int64_t c = threadIdx.x; c < m.cols; c += kThreads) dst[c] = quant::element(m, token, c);
+}
+
+}  // namespace
+
+void dequantize_rows(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloat16* out, cudaStream_t stream) {
+  check_quant_matrix(m, "dequantize_rows");
+  if (r0 < 0 || count < 0 || r0 + count > m.rows) fail("dequantize_rows: rows [", r0, ", ", r0 + count, ") of a ", m.rows, "-row matrix");
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) fail("dequantize_rows: the output is not 16-byte aligned");
+  if (count == 0) return;
+  const int64_t work = count * (m.cols / 8);
+  const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16);
+  launch_chained(dequantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, m, r0, count, out);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+void embed_quant_rows(const int32_t* tokens, const int32_t* from, const int32_t* picks, int64_t rows, const QuantMatrix& table, float* out,
+                      cudaStream_t stream) {
+  check_quant_matrix(table, "embed_quant_rows");
+  if (rows < 0 || rows > (1ll << 31) - 1) fail("embed_quant_rows: ", rows, " rows is out of range");
+  if (rows == 0) return;
+  launch_chained(embed_quant_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, tokens, from, picks, table, out);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda

@@ -1,0 +1,154 @@
+// The decoding the quantized CUDA kernels run (backend/cuda/quant/quant_decode.cuh, host and
+// device code alike: per element, and per 16-byte piece as the decode kernel reads a row), over the
+// packed form the uploader makes (2/3-bit repacked into 4-bit containers, 5/6-bit into 8-bit ones;
+// FP8 tile scales widened to f32), against the CPU's own dequantization (Weight::row_to_f32) bit
+// for bit. No GPU needed.
+#include "backend/cuda/quant/quant_decode.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/quant/quant_test_weights.h"
+
+namespace qwenrt {
+namespace {
+
+cuda::QuantScale scale_type(WeightFormat f) {
+  return f == WeightFormat::F32 ? cuda::QuantScale::F32 : f == WeightFormat::F16 ? cuda::QuantScale::F16 : cuda::QuantScale::BF16;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Row r's values as the decode kernel computes them: 16-byte pieces of four little-endian words,
+// one scale (and bias) per piece (skinny_quant_gemm.cu's piece()).
+template <cuda::QuantKind K>
+std::vector<float> row_by_pieces(const cuda::QuantMatrix& m, int64_t r) {
+  constexpr int kPer = cuda::quant::kPieceElements<K>;
+  std::vector<float> out(static_cast<std::size_t>(m.cols));
+  const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
+  for (int64_t i = 0; i < m.cols / kPer; ++i) {
+    uint32_t w[4];
+    std::memcpy(w, row + i * 16, 16);
+    float scale = 0, bias = 0;
+    cuda::quant::piece_scale_bias<K>(m, r, i * kPer, scale, bias);
+    for (int j = 0; j < kPer; ++j) out[static_cast<std::size_t>(i * kPer + j)] = cuda::quant::piece_value<K>(w, j, scale, bias);
+  }
+  return out;
+}
+
+std::vector<float> row_by_pieces(const cuda::QuantMatrix& m, int64_t r) {
+  switch (m.kind) {
+    case cuda::QuantKind::Affine4: return row_by_pieces<cuda::QuantKind::Affine4>(m, r);
+    case cuda::QuantKind::Affine8: return row_by_pieces<cuda::QuantKind::Affine8>(m, r);
+    default: return row_by_pieces<cuda::QuantKind::Fp8>(m, r);
+  }
+}
+
+// Every element of `w` decoded from the host packed form `m`, one at a time (the prompt-row and
+// embedding kernels) and by 16-byte pieces (the decode kernel), equals row_to_f32's, bit for bit.
+void expect_same_values(const Weight& w, const cuda::QuantMatrix& m, const std::string& what) {
+  ASSERT_EQ(m.cols % m.elements_per_load(), 0) << what;
+  std::vector<float> row(static_cast<std::size_t>(w.cols));
+  int64_t mismatches = 0;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    w.row_to_f32(r, row.data());
+    const std::vector<float> pieces = row_by_pieces(m, r);
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const float want = row[static_cast<std::size_t>(c)], got = cuda::quant::element(m, r, c), piece = pieces[static_cast<std::size_t>(c)];
+      if ((bits_of(got) != bits_of(want) || bits_of(piece) != bits_of(want)) && mismatches++ < 5)
+        ADD_FAILURE() << what << " (" << r << ", " << c << "): element " << got << ", by pieces " << piece << " vs the CPU's " << want;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+TEST(QuantDecode, AffineRepackedContainersMatchTheCpuDequantization) {
+  std::mt19937 rng(11);
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128})
+      for (WeightFormat sf : {WeightFormat::BF16, WeightFormat::F16, WeightFormat::F32}) {
+        auto h = test::random_affine(7, 384, bits, group, sf, rng);
+        const int container = affine_container_bits(bits);
+        EXPECT_EQ(container, bits <= 4 ? 4 : 8);
+        std::vector<uint8_t> packed(static_cast<std::size_t>(h.w.rows * h.w.cols * container / 8));
+        for (int64_t r = 0; r < h.w.rows; ++r) repack_affine_row(h.w, r, container, packed.data() + r * h.w.cols * container / 8);
+        if (container == bits) {
+          EXPECT_EQ(packed, h.data) << "a " << bits << "-bit row repacked into its own width is the same bytes";
+        }
+        cuda::QuantMatrix m;
+        m.kind = container == 4 ? cuda::QuantKind::Affine4 : cuda::QuantKind::Affine8;
+        m.data = packed.data();
+        m.rows = h.w.rows;
+        m.cols = h.w.cols;
+        m.group_size = group;
+        m.scale_type = scale_type(sf);
+        m.scales = h.w.quant.scales;
+        m.biases = h.w.quant.biases;
+        expect_same_values(h.w, m, "affine " + std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(weight_format_name(sf)));
+        EXPECT_EQ(packed_parts(h.w).data, packed.size());
+      }
+}
+
+TEST(QuantDecode, Fp8EveryCodeAndRowSlicesMatchTheCpuDequantization) {
+  std::mt19937 rng(12);
+  struct Case {
+    int block_rows, block_cols;
+    int64_t rows, cols, slice_begin, slice_rows;
+  };
+  // Qwen's 128x128 with partial blocks, DeepSeek-style non-square blocks, and row slices that
+  // start inside a tile row.
+  for (const Case& c :
+       {Case{128, 128, 300, 320, 0, 300}, Case{128, 128, 300, 320, 130, 100}, Case{32, 64, 96, 192, 45, 40}, Case{16, 16, 40, 48, 3, 33}})
+    for (WeightFormat sf : {WeightFormat::BF16, WeightFormat::F16, WeightFormat::F32}) {
+      auto h = test::random_fp8(c.rows, c.cols, c.block_rows, c.block_cols, sf, rng, /*finite=*/false);
+      const Weight w = h.w.row_slice(c.slice_begin, c.slice_rows);
+      const std::vector<float> tiles = fp8_tile_scales(w);
+      cuda::QuantMatrix m;
+      m.kind = cuda::QuantKind::Fp8;
+      m.data = w.data;
+      m.rows = w.rows;
+      m.cols = w.cols;
+      m.scale_type = cuda::QuantScale::F32;
+      m.scales = tiles.data();
+      m.block_rows = c.block_rows;
+      m.block_cols = c.block_cols;
+      m.scale_cols = w.fp8.scale_cols;
+      m.row_offset = fp8_device_row_offset(w);
+      EXPECT_GE(m.row_offset, 0);
+      EXPECT_LT(m.row_offset, c.block_rows);
+      EXPECT_EQ(packed_parts(w).scales, tiles.size() * sizeof(float));
+      expect_same_values(w, m,
+                         "fp8 " + std::to_string(c.block_rows) + "x" + std::to_string(c.block_cols) + " rows from " + std::to_string(c.slice_begin));
+    }
+}
+
+TEST(QuantDecode, E4m3AndHalfWideningAreExactForEveryCode) {
+  for (uint32_t q = 0; q < 256; ++q) EXPECT_EQ(bits_of(cuda::quant::e4m3_to_f32(q)), bits_of(fp8_e4m3_to_f32(static_cast<uint8_t>(q)))) << q;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = f16_to_f32(static_cast<uint16_t>(h));
+    const float got = cuda::quant::f16_bits_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << h;
+    else EXPECT_EQ(bits_of(got), bits_of(want)) << h;
+  }
+}
+
+TEST(QuantDecode, ShapesTheKernelsCannotTakeAreNamed) {
+  std::mt19937 rng(13);
+  auto h = test::random_fp8(32, 40, 16, 8, WeightFormat::BF16, rng);
+  try {
+    packed_parts(h.w);
+    FAIL() << "an FP8 weight of 40 columns in 8-column blocks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiples of 16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace qwenrt
