@@ -128,7 +128,7 @@ int run_serve(const Args& args) {
     sched.speculative = gen.speculative;
     sched.speculation = gen.speculation;
     // Drafting pays while few sequences decode (bench/results/2026-12-05-1700-cpu-serve-mtp.md).
-    sched.speculate_max_seqs = static_cast<int>(opt.integer_or("spec-max-seqs", 2, 0, 4096));
+    sched.speculate_max_seqs = static_cast<int>(opt.integer_or("spec-max-seqs", 1, 0, 4096));
     if (opt.has("spec-max-seqs") && !sched.speculative) fail("serve: --spec-max-seqs goes with --speculative mtp");
     if (sched.speculative && !synthetic.empty()) fail("serve: --speculative mtp needs a checkpoint's MTP block; --synthetic weights have none");
   }

@@ -136,7 +136,7 @@ struct SchedulerOptions {
   // MTP speculative decoding (serve --speculative mtp): CPU only, the model needs an MTP block.
   bool speculative = false;
   SpeculationOptions speculation;
-  int speculate_max_seqs = 2;  // drafts only while at most this many sequences decode
+  int speculate_max_seqs = 1;  // drafts only while at most this many sequences decode
   // Called before each forward with the step about to run; what it throws fails the step (tests).
   std::function<void(const Step&)> before_step;
 };
