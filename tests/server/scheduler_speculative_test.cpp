@@ -187,6 +187,24 @@ TEST(SchedulerSpeculation, NoDraftsAboveTheThreshold) {
   EXPECT_GE(most_verified.load(), 1u);
 }
 
+// A sequence that waits above the threshold for longer than the MTP rows it keeps (256) has its
+// MTP block start over from its last row; when it decodes alone again it drafts from there (a wrong
+// restart position would fail the MTP cache's cut-back and end the request with an error).
+TEST(SchedulerSpeculation, LongWaitAboveTheThresholdThenDraftsAgain) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt = speculative(3, false, 2);
+  opt.speculate_max_seqs = 1;
+  const std::vector<GenerationRequest> requests{greedy(prompt_of(40), 300), greedy(prompt_of(41), 270)};
+  SchedulerStats st;
+  const auto spec = run_all(opt, requests, &st);
+  SchedulerOptions plain_opt;
+  plain_opt.max_seqs = 2;
+  const auto plain = run_all(plain_opt, requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) expect_same(plain[i], spec[i], "request " + std::to_string(i));
+  EXPECT_EQ(spec[0].finish.at(0).finish, FinishReason::Length);
+  EXPECT_GT(st.spec_accepted, 0);
+}
+
 // With the prefix cache, a request resuming from a cached prefix drafts from the rows it computes
 // (its MTP block starts past the cached part) and still gives the plain tokens.
 TEST(SchedulerSpeculation, PrefixCacheResumeGivesThePlainTokens) {
