@@ -260,6 +260,34 @@ TEST(SchedulerSpeculation, CancelMidDraftFreesEverything) {
   EXPECT_GT(st.spec_drafted, 0);
 }
 
+// A verify step that throws fails its sequences; the next request gives the plain tokens and every
+// slot and block comes back.
+TEST(SchedulerSpeculation, AFailedVerifyStepFailsItsSequencesAndServingGoesOn) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  SchedulerOptions opt = speculative(3, false, 4);
+  std::atomic<int> verify_steps{0};
+  std::atomic<bool> armed{true};
+  opt.before_step = [&](const Step& step) {
+    if (step.phase == Phase::Committed && ++verify_steps == 3 && armed) throw std::runtime_error("injected failure");
+  };
+  Scheduler s(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = 0; i < 2; ++i) handles.push_back(s.submit(greedy(prompt_of(60 + i), 30)));
+  int failed = 0;
+  for (auto& h : handles) failed += collect(*h).finish.at(0).finish == FinishReason::Error;
+  EXPECT_GE(failed, 1);
+  armed = false;
+  const Result after = collect(*s.submit(greedy(prompt_of(62), 20)));
+  SchedulerOptions plain_opt;
+  plain_opt.max_seqs = 4;
+  expect_same(run_all(plain_opt, {greedy(prompt_of(62), 20)})[0], after, "after the failure");
+  EXPECT_TRUE(s.wait_idle(std::chrono::seconds(5)));
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.failed_steps, 1);
+  EXPECT_EQ(st.free_slots, 4);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
 TEST(SchedulerSpeculation, RefusesACheckpointWithoutMtp) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
   const Qwen35Model model = Qwen35Model::load(test::fixtures_dir() / "dense_tied");
