@@ -94,8 +94,9 @@ int run_serve(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   Options opt("serve",
-              {"model", "device", "host", "port", "api-key", "max-seqs", "ctx-size", "max-queue", "threads", "http-threads", "prefill-chunk",
-               "max-body-bytes", "kv-bytes", "cache-bytes", "snapshot-interval", "cors", "request-timeout", "idle-timeout", "synthetic"},
+              {"model",           "device",       "host",          "port",           "api-key",      "max-seqs",     "ctx-size",          "max-queue",
+               "threads",         "http-threads", "prefill-chunk", "max-body-bytes", "kv-bytes",     "cache-bytes",  "snapshot-interval", "cors",
+               "request-timeout", "idle-timeout", "synthetic",     "speculative",    "draft-tokens", "spec-max-seqs"},
               {}, {{"-m", "model"}});
   opt.parse(args);
   apply_threads(opt);
@@ -118,6 +119,16 @@ int run_serve(const Args& args) {
     if (http.cors_origin.back() == '/') http.cors_origin.pop_back();  // origins have no path
   }
   SchedulerOptions sched;
+  {
+    SampledGenerationOptions gen;  // --speculative mtp [--draft-tokens K]: refused on a GPU
+    apply_speculation_options(opt, device, gen);
+    sched.speculative = gen.speculative;
+    sched.speculation = gen.speculation;
+    // Drafting pays while few sequences decode (bench/results/2026-12-05-1700-cpu-serve-mtp.md).
+    sched.speculate_max_seqs = static_cast<int>(opt.integer_or("spec-max-seqs", 1, 0, 4096));
+    if (opt.has("spec-max-seqs") && !sched.speculative) fail("serve: --spec-max-seqs goes with --speculative mtp");
+    if (sched.speculative && !synthetic.empty()) fail("serve: --speculative mtp needs a checkpoint's MTP block; --synthetic weights have none");
+  }
   sched.max_seqs = static_cast<int>(opt.integer_or("max-seqs", 8, 1, 4096));
   sched.max_queue = static_cast<int>(opt.integer_or("max-queue", 64, 0, 1 << 20));
   // Prompt chunk (and window-step token budget): 512 on the CPU; 2048 on a GPU, where larger
@@ -147,6 +158,7 @@ int run_serve(const Args& args) {
   const TextSession& session = *session_ptr;
   const int64_t max_pos = session.model().config().max_position_embeddings;
   sched.ctx_size = opt.integer_or("ctx-size", std::min<int64_t>(max_pos, 8192), 16, max_pos);
+  if (sched.speculative) require_mtp(session.model(), model_dir);
   plan_memory(opt, session.model(), sched);
   server::ServedModel served{session, std::filesystem::path(model_dir).lexically_normal().filename().string(), sched.ctx_size, {}};
   served.limits.max_n = sched.max_seqs;
@@ -159,9 +171,12 @@ int run_serve(const Args& args) {
   server.set_model(&served, &scheduler);
   const SchedulerStats st = scheduler.stats();
   const double ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s) in %.3f s\n", url.c_str(),
+  const std::string spec = sched.speculative ? ", MTP speculation up to " + std::to_string(sched.speculation.max_draft_tokens) +
+                                                   " drafts while <= " + std::to_string(sched.speculate_max_seqs) + " sequences decode"
+                                             : "";
+  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s%s) in %.3f s\n", url.c_str(),
               served.id.c_str(), session.model().device_description().c_str(), sched.max_seqs, static_cast<long long>(sched.ctx_size),
-              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str(), ready_s);
+              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str(), spec.c_str(), ready_s);
   std::fflush(stdout);
 
   int sig = 0;

@@ -10,6 +10,12 @@ namespace qwenrt {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Rows a sequence that does not draft (above speculate_max_seqs) keeps for its MTP block.
+constexpr std::size_t kMaxPendingMtpRows = 256;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::Stop: return "stop";
@@ -75,6 +81,13 @@ struct Scheduler::Sequence {
   std::vector<int32_t> output;
   std::vector<TokenLogprob> logprobs;  // not yet sent
   bool done = false;
+  // Speculation: the MTP block's slot and this sequence's drafter; the current step's drafts, where
+  // its window starts and the time drafting took.
+  int mtp_slot = -1;
+  std::unique_ptr<MtpDrafter> drafter;
+  std::vector<int32_t> drafts;
+  int64_t verify_start = 0;
+  double draft_s = 0;
   Clock::time_point submitted, last_token;
 };
 
@@ -95,6 +108,13 @@ Scheduler::Scheduler(const Qwen35Model& model, const text::Tokenizer& tokenizer,
         return model.new_cache(options.max_seqs, blocks);
       }()),
       prefix_(cache_, options.prefix_cache_bytes) {
+  if (options_.speculative) {
+    if (options_.speculation.max_draft_tokens < 1 || options_.speculate_max_seqs < 0) fail("scheduler: invalid speculation options");
+    if (!model.has_mtp()) fail("--speculative mtp: this checkpoint has no MTP block (no mtp.* tensors)");
+    if (model.device().kind != DeviceSpec::Kind::Cpu || !cache_.host_storage())
+      fail("--speculative mtp runs on the CPU only for now: the CUDA backend has no MTP ops and no cache rollback yet (use --device cpu)");
+    mtp_cache_ = std::make_unique<ModelCache>(model.new_mtp_cache(options_.max_seqs));
+  }
   align_ = options_.prefill_chunk % Qwen35Model::kWindowChunk == 0 ? Qwen35Model::kWindowChunk : options_.prefill_chunk;
   options_.snapshot_interval = ceil_div(options_.snapshot_interval, align_) * align_;
   options_.kv_blocks = cache_.max_blocks();
@@ -201,7 +221,7 @@ void Scheduler::loop() {
     std::size_t kept = 0;
     for (auto& s : running) {
       if (s->done) {
-        cache_.release(s->slot);
+        release_slots(*s);
       } else {
         running[kept++] = std::move(s);
       }
@@ -221,11 +241,18 @@ void Scheduler::loop() {
   }
   for (auto& s : running) {
     if (!s->done) finish(*s, FinishReason::Cancelled);
-    cache_.release(s->slot);
+    release_slots(*s);
   }
   running.clear();
   for (auto& s : waiting) finish(*s, FinishReason::Cancelled);
   publish(running);
+}
+
+void Scheduler::release_slots(Sequence& s) {
+  cache_.release(s.slot);
+  s.drafter.reset();
+  if (s.mtp_slot >= 0) mtp_cache_->release(s.mtp_slot);
+  s.mtp_slot = -1;
 }
 
 // Blocks the running sequences may still take from the pool (their reservations less what they hold).
@@ -280,6 +307,11 @@ void Scheduler::admit(Running& running) {
       prefix_.evict_for_blocks(need + outstanding);
     }
     prefix_.record_lookup(cached);
+    if (mtp_cache_) {
+      // The MTP block sees the rows this request computes (a cached prefix has no hidden rows).
+      s.mtp_slot = mtp_cache_->acquire();
+      s.drafter = std::make_unique<MtpDrafter>(model_, *mtp_cache_, s.mtp_slot, cached, options_.speculation);
+    }
     s.slot = slot;
     s.prefilled = s.cached = cached;
     totals_.prompt_tokens += s.prompt_size();
@@ -315,6 +347,7 @@ int64_t Scheduler::next_chunk_end(const Sequence& s) const {
 
 Step Scheduler::plan_window(const Running& running, std::vector<Sequence*>& seqs) const {
   Step step{Phase::Window, {}, false};
+  step.all_logits = step.hidden = mtp_cache_ != nullptr;  // every row's hidden state for the MTP block
   int64_t budget = options_.window_budget;
   for (const auto& s : running) {
     if (s->done || s->prefilled >= s->prompt_size()) continue;
@@ -339,7 +372,8 @@ bool Scheduler::picks_argmax(const Sequence& s) {
 
 void Scheduler::decode(Running& running) {
   std::vector<Sequence*> seqs;
-  const Step step = plan_decode(running, seqs);
+  Step step = plan_decode(running, seqs);
+  if (mtp_cache_ && !seqs.empty()) return decode_speculative(step, seqs);
   if (!seqs.empty() && std::all_of(seqs.begin(), seqs.end(), [](const Sequence* s) { return picks_argmax(*s); })) {
     // Every row wants only its argmax: the model picks it where it runs (on a GPU the [rows, V]
     // logits never come home). The same token the sampler would take (first maximum).
@@ -351,6 +385,82 @@ void Scheduler::decode(Running& running) {
   for (std::size_t i = 0; i < seqs.size(); ++i) sample(*seqs[i], i);
 }
 
+// The decode step with MTP drafts: every sequence's window [its token, d1 .. dk] verified in one
+// committed step (k = 0 for all above speculate_max_seqs), each window's rows sampled in order
+// while they agree with the drafts, and each cache cut back to the accepted rows.
+void Scheduler::decode_speculative(Step& step, const std::vector<Sequence*>& seqs) {
+  const bool drafting = static_cast<int>(seqs.size()) <= options_.speculate_max_seqs;
+  const int64_t limit = model_.config().max_position_embeddings;
+  bool any_drafts = false;
+  try {
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      Sequence& s = *seqs[i];
+      s.verify_start = cache_.length(s.slot);
+      s.drafts.clear();
+      s.draft_s = 0;
+      if (!drafting) continue;
+      // Drafts past the tokens still wanted (or the model's context) would never be emitted.
+      int64_t room = s.request.max_tokens - static_cast<int64_t>(s.output.size()) - 1;
+      if (limit > 0) room = std::min(room, limit - s.verify_start - 1);
+      const int k = s.drafter->choose(room);
+      if (k == 0) continue;
+      const auto t0 = Clock::now();
+      double catch_up_s = 0;
+      s.drafts = s.drafter->draft(k, pool_, catch_up_s);
+      s.draft_s = seconds_since(t0) - catch_up_s;
+      auto& tokens = step.sequences[i].tokens;
+      tokens.insert(tokens.end(), s.drafts.begin(), s.drafts.end());
+      cache_.keep_row_states(s.slot, k + 1);
+      any_drafts = true;
+    }
+  } catch (const std::exception& e) {
+    for (Sequence* s : seqs) cache_.drop_row_states(s->slot);
+    fail_step(seqs, e);
+    return;
+  }
+  step.phase = any_drafts ? Phase::Committed : Phase::Decode;
+  step.all_logits = step.hidden = true;  // every window row's logits; hidden rows for the MTP block
+  const auto t0 = Clock::now();
+  if (!run_step(step, seqs)) {
+    for (Sequence* s : seqs) cache_.drop_row_states(s->slot);
+    return;
+  }
+  const double step_s = seconds_since(t0);
+  const auto H = static_cast<std::size_t>(model_.config().hidden_size);
+  int64_t drafted = 0, accepted = 0, rounds = 0;
+  std::size_t row = 0;
+  for (Sequence* sp : seqs) {
+    Sequence& s = *sp;
+    const int k = static_cast<int>(s.drafts.size());
+    std::vector<int32_t> emitted;
+    bool stopped = false;
+    const int keep = accept_drafts(
+        s.drafts,
+        [&](int r) {
+          sample(s, row + static_cast<std::size_t>(r));
+          return RowPick{s.output.back(), s.done};
+        },
+        emitted, stopped);
+    try {
+      keep_verified_rows(cache_, s.slot, s.verify_start, k, keep);
+      if (!s.done)
+        s.drafter->after_verify(s.verify_start, k, std::span<const float>(out_.hidden).subspan(row * H, static_cast<std::size_t>(keep) * H), emitted);
+      if (drafting) s.drafter->record(k, keep, stopped, s.draft_s + step_s);
+      else if (!s.done) s.drafter->bound_pending(kMaxPendingMtpRows);
+    } catch (const std::exception& e) {
+      fail_step({&s}, e);
+    }
+    drafted += k;
+    accepted += keep - 1;
+    rounds += k > 0;
+    row += static_cast<std::size_t>(k) + 1;
+  }
+  std::lock_guard lock(mutex_);
+  totals_.spec_drafted += drafted;
+  totals_.spec_accepted += accepted;
+  totals_.spec_rounds += rounds;
+}
+
 void Scheduler::window(Running& running) {
   std::vector<Sequence*> seqs;
   const Step step = plan_window(running, seqs);
@@ -359,10 +469,30 @@ void Scheduler::window(Running& running) {
     std::lock_guard lock(mutex_);
     for (const auto& sq : step.sequences) totals_.prefill_tokens += static_cast<int64_t>(sq.tokens.size());
   }
+  const auto H = static_cast<std::size_t>(model_.config().hidden_size);
+  std::size_t row = 0;  // the sequence's first row in out_ (every row with speculation, else one each)
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
-    s.prefilled += static_cast<int64_t>(step.sequences[i].tokens.size());
+    const auto rows = step.sequences[i].tokens.size();
+    const std::size_t last_row = step.all_logits ? row + rows - 1 : i;
+    const int64_t b = s.prefilled;
+    s.prefilled += static_cast<int64_t>(rows);
     const int64_t n = s.prompt_size();
+    if (s.drafter) {
+      // The MTP block's prompt rows: (h_t, x_{t+1}); the last row's token is the first generated one.
+      try {
+        const auto& prompt = s.request.prompt;
+        s.drafter->add_hidden(std::span<const float>(out_.hidden).subspan(row * H, rows * H));
+        s.drafter->add_tokens(std::span<const int32_t>(prompt).subspan(static_cast<std::size_t>(b) + 1,
+                                                                       static_cast<std::size_t>(std::min(n, s.prefilled + 1) - b - 1)));
+        s.drafter->flush(options_.prefill_chunk, pool_);
+      } catch (const std::exception& e) {
+        row += rows;
+        fail_step({&s}, e);
+        continue;
+      }
+    }
+    row += rows;
     if (prefix_.enabled() && (s.prefilled % options_.snapshot_interval == 0 || s.prefilled == (n - 1) / align_ * align_))
       prefix_.insert(std::span<const int32_t>(s.request.prompt).first(static_cast<std::size_t>(s.prefilled)), s.slot);
     if (s.prefilled < n) continue;
@@ -375,11 +505,18 @@ void Scheduler::window(Running& running) {
       sibling->prefilled = s.prefilled;
       sibling->cached = s.cached;
       sibling->submitted = s.submitted;
+      if (s.drafter) {
+        sibling->mtp_slot = mtp_cache_->acquire();
+        sibling->drafter = std::make_unique<MtpDrafter>(*s.drafter, sibling->mtp_slot);
+      }
       choices.push_back(sibling.get());
       running.push_back(std::move(sibling));
     }
     s.forks_pending = 0;
-    for (Sequence* c : choices) sample(*c, i);
+    for (Sequence* c : choices) {
+      sample(*c, last_row);
+      if (c->drafter && !c->done) c->drafter->add_tokens(std::span<const int32_t>(&c->output.back(), 1));
+    }
   }
 }
 

@@ -23,6 +23,16 @@
 //
 // A request with n > 1 prefills once; at the prompt's end its slot is forked into n − 1 more
 // (KV shared, state copied), each choice sampling with its own stream (seed + choice).
+// MTP speculation (SchedulerOptions::speculative, CPU): while at most speculate_max_seqs sequences
+// decode, each drafts k tokens with the checkpoint's MTP block (k per sequence, adapted to its own
+// acceptance by engine/DraftLength) and the decode step becomes a committed step of every
+// sequence's window [its token, d1 .. dk] (each row computed bit for bit as a lone decode row);
+// each sequence keeps its longest agreeing prefix plus the model's own next token, and its cache is
+// cut back there (engine/mtp_drafter, shared with run / generate). Tokens and logprobs are those of
+// plain decoding: each emitted token is still sampled from its row in order, and stop ids, stop
+// strings and max_tokens end a window early. Above the threshold steps are plain decode steps.
+// Prompt windows then return every row's hidden state for the MTP block (and every row's logits).
+//
 // A step that throws fails its sequences (FinishReason::Error, the message to each client) and
 // the loop goes on. A cancelled request leaves (its slot released) at the next iteration.
 #include <array>
@@ -43,6 +53,7 @@
 #include "cache/prefix_cache.h"
 #include "core/thread_pool.h"
 #include "engine/latency_histogram.h"
+#include "engine/mtp_drafter.h"
 #include "engine/sampler.h"
 #include "engine/text_output.h"
 #include "model/qwen35_model.h"
@@ -122,6 +133,10 @@ struct SchedulerOptions {
   int64_t kv_blocks = 0;               // KV pool in blocks of Qwen35Model::kCacheBlockSize; 0: max_seqs full contexts
   std::size_t prefix_cache_bytes = 0;  // prefix-cache cap (snapshots + the KV blocks they hold); 0: off
   int64_t snapshot_interval = 2048;    // snapshots every this many prompt tokens (rounded to align())
+  // MTP speculative decoding (serve --speculative mtp): CPU only, the model needs an MTP block.
+  bool speculative = false;
+  SpeculationOptions speculation;
+  int speculate_max_seqs = 1;  // drafts only while at most this many sequences decode
   // Called before each forward with the step about to run; what it throws fails the step (tests).
   std::function<void(const Step&)> before_step;
 };
@@ -144,6 +159,8 @@ struct SchedulerStats {
   int64_t kv_blocks = 0, kv_blocks_used = 0;
   std::size_t kv_bytes_per_block = 0, state_bytes_per_slot = 0;
   PrefixCacheStats prefix;
+  // Speculation: draft tokens verified, those accepted, and sequence steps that verified drafts.
+  int64_t spec_drafted = 0, spec_accepted = 0, spec_rounds = 0;
   LatencyHistogram time_to_first_token, inter_token_latency;
 };
 
@@ -184,6 +201,8 @@ class Scheduler {
   Step plan_window(const Running& running, std::vector<Sequence*>& seqs) const;
   int64_t next_chunk_end(const Sequence& s) const;
   void decode(Running& running);
+  void decode_speculative(Step& step, const std::vector<Sequence*>& seqs);
+  void release_slots(Sequence& s);
   void window(Running& running);
   void fork_choices(Sequence& parent, Running& running);
   void on_token(Sequence& seq, const SampledToken& token);
@@ -203,7 +222,8 @@ class Scheduler {
   SchedulerOptions options_;
   ThreadPool& pool_;
   ModelCache cache_;
-  PrefixCache prefix_;  // used by the loop thread only
+  std::unique_ptr<ModelCache> mtp_cache_;  // the MTP block's own KV, one slot per sequence (speculative only)
+  PrefixCache prefix_;                     // used by the loop thread only
   int64_t align_ = 1;
   StepOutput out_;
   std::vector<int32_t> picks_;

@@ -84,6 +84,12 @@ std::string render_metrics(const SchedulerStats& s, const StatusCounter& statuse
   w.metric("qwenrt_prefix_cache_state_bytes", "gauge", "Bytes of DeltaNet snapshots (and their tokens) in the prefix cache.",
            static_cast<double>(s.prefix.state_bytes));
   w.metric("qwenrt_prefix_cache_evictions_total", "counter", "Prefix-cache entries evicted.", static_cast<double>(s.prefix.evictions));
+  w.metric("qwenrt_spec_draft_tokens_total", "counter", "MTP draft tokens verified (serve --speculative mtp).", static_cast<double>(s.spec_drafted));
+  w.metric("qwenrt_spec_accepted_tokens_total", "counter", "MTP draft tokens accepted (each equal to the token the model itself picked there).",
+           static_cast<double>(s.spec_accepted));
+  w.metric("qwenrt_spec_rounds_total", "counter", "Sequence steps that verified MTP drafts.", static_cast<double>(s.spec_rounds));
+  w.metric("qwenrt_spec_accepted_per_round", "gauge", "Mean draft tokens accepted per sequence step that verified drafts (since start).",
+           s.spec_rounds > 0 ? static_cast<double>(s.spec_accepted) / static_cast<double>(s.spec_rounds) : 0.0);
   return w.out;
 }
 
