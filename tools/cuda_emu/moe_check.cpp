@@ -127,26 +127,7 @@ int run_case(int E, int k, bool shared, int64_t H, int64_t I, int64_t rows, unsi
                              reinterpret_cast<__nv_bfloat16*>(dact.data()), one.data(), H, false, nullptr);
     alone_same &= std::equal(one.begin(), one.end(), yd.begin() + r * H);
   }
-  // Router logits of the decode rows against a double product, alone vs batched.
-  std::vector<uint16_t> rw = random_bf16(static_cast<std::size_t>(groups * H), rng, 1.0f);
-  std::vector<float> lg(static_cast<std::size_t>(n * ld));
-  qwenrt::cuda::moe_router_logits(reinterpret_cast<const __nv_bfloat16*>(xb.data()), H, n, reinterpret_cast<const __nv_bfloat16*>(rw.data()), groups,
-                                  H, lg.data(), ld, nullptr);
-  double le = 0, ln = 0;
-  for (int64_t t = 0; t < n; ++t)
-    for (int e = 0; e < groups; ++e) {
-      double acc = 0;
-      for (int64_t d = 0; d < H; ++d)
-        acc += static_cast<double>(from_bf(xb[static_cast<std::size_t>(t * H + d)])) * from_bf(rw[static_cast<std::size_t>(e * H + d)]);
-      le += (lg[static_cast<std::size_t>(t * ld + e)] - acc) * (lg[static_cast<std::size_t>(t * ld + e)] - acc);
-      ln += acc * acc;
-    }
-  std::vector<float> lg1(static_cast<std::size_t>(ld));
-  qwenrt::cuda::moe_router_logits(reinterpret_cast<const __nv_bfloat16*>(xb.data()) + (n - 1) * H, H, 1,
-                                  reinterpret_cast<const __nv_bfloat16*>(rw.data()), groups, H, lg1.data(), ld, nullptr);
-  const bool router_ok = std::sqrt(le / ln) < 1e-6 && std::equal(lg1.begin(), lg1.begin() + groups, lg.begin() + (n - 1) * ld);
-  std::printf("  router logits rel_l2 %.2e, alone %s\n", std::sqrt(le / ln), router_ok ? "ok" : "FAIL");
-  const bool ok = router_ok && bad == 0 && werr < 1e-4 && werr2 < 1e-4 && y2 == y3 && derr < 1e-4 && alone_same;
+  const bool ok = bad == 0 && werr < 1e-4 && werr2 < 1e-4 && y2 == y3 && derr < 1e-4 && alone_same;
   std::printf("  moe E%d k%d%s H%lld I%lld rows %lld: route mismatches %d, window %.2e (again %.2e, %s), decode %.2e, alone %s: %s\n", E, k,
               shared ? " shared" : "", static_cast<long long>(H), static_cast<long long>(I), static_cast<long long>(rows), bad, werr, werr2,
               y2 == y3 ? "same bits" : "DIFFERENT BITS", derr, alone_same ? "same bits" : "DIFFERENT", ok ? "ok" : "FAIL");

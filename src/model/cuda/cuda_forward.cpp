@@ -56,9 +56,6 @@ std::string CudaForward::unsupported(const ModelConfig& c) {
   else if (c.moe && (c.num_experts > cuda::kMoeMaxExperts || c.experts_per_token > cuda::kMoeMaxExpertsPerToken))
     why << c.num_experts << " experts with top-" << c.experts_per_token << " are not built (at most " << cuda::kMoeMaxExperts << " experts, top-"
         << cuda::kMoeMaxExpertsPerToken << ")";
-  else if (c.moe && (c.hidden_size > cuda::kMoeMaxWidth || c.moe_intermediate_size > cuda::kMoeMaxWidth))
-    why << "MoE hidden size " << c.hidden_size << " / expert FFN size " << c.moe_intermediate_size << " is over the " << cuda::kMoeMaxWidth
-        << " the decode kernels are built for";
   else if (c.moe && (c.moe_intermediate_size % 8 != 0 || c.shared_expert_intermediate_size > c.moe_intermediate_size))
     why << "expert FFN size " << c.moe_intermediate_size << " (shared " << c.shared_expert_intermediate_size
         << ") is not built (a multiple of 8, the shared expert's no larger, as in every released Qwen 3.5 MoE)";

@@ -398,14 +398,7 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
   router.rows = ex.experts + (ex.shared ? 1 : 0);
   const int64_t ld = (router.rows + 3) / 4 * 4;
   float* logits = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * ld), 1);
-  if (T <= cuda::kMoeDecodeRows) {
-    // Decode rows: a kernel of its own spreads the small router over the GPU (the skinny GEMM took
-    // 8 us for it on an H100, 35B-A3B).
-    const cuda::StreamProfiler::Scope scope(c_.profiler, "moe router", c_.stream);
-    cuda::moe_router_logits(x.as<bf16>(), x.ld, T, device_bf16(w.router), static_cast<int>(router.rows), H, logits, ld, c_.stream);
-  } else {
-    product(Part::Moe, x, {{&router, logits, ld}});
-  }
+  product(Part::Moe, x, {{&router, logits, ld}});
   const int64_t slots = ex.slots;
   int32_t* ids = c_.scratch.moe_route.get<int32_t>(static_cast<std::size_t>(2 * T * slots));
   float* weights = reinterpret_cast<float*>(ids + T * slots);

@@ -25,8 +25,7 @@ constexpr int kMoeMaxExperts = 512;                       // routed experts (Qwe
 constexpr int kMoeMaxExpertsPerToken = 16;                // routed top-k
 constexpr int kMoeMaxSlots = kMoeMaxExpertsPerToken + 1;  // + the shared expert
 constexpr int64_t kMoeDecodeRows = 8;
-constexpr int64_t kMoeMaxWidth = 4096;  // H and I of the decode launches
-constexpr int kMoeTileRows = 64;        // the grouped GEMM's row tile: each expert's run is padded to it
+constexpr int kMoeTileRows = 64;  // the grouped GEMM's row tile: each expert's run is padded to it
 
 // The experts as the kernels read them, stacked: expert e's gate rows then its up rows at
 // gate_up + e·2·I·H, its down matrix [H, I] at down + e·H·I. With a shared expert it is expert
@@ -46,14 +45,8 @@ struct MoeExperts {
 // logit at column E when experts.shared). ids / weights: [rows, slots] (expert index, weight).
 void moe_route(const float* logits, int64_t ld, int64_t rows, const MoeExperts& experts, int32_t* ids, float* weights, cudaStream_t stream);
 
-// Decode rows: the router's logits, logits[r * ld + e] for the router_rows rows of `router` (the
-// router's E rows and the shared expert's gate row after them), one warp per weight row. Batch-
-// invariant. rows <= kMoeDecodeRows, H <= 4096.
-void moe_router_logits(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const __nv_bfloat16* router, int router_rows, int64_t H, float* logits,
-                       int64_t ld, cudaStream_t stream);
-
 // Decode rows: x bf16 [rows, H] (row stride ldx); y[r * ldy + d] (+= with accumulate) the MoE output.
-// act: scratch of moe_decode_act_bytes(rows). rows <= kMoeDecodeRows; H and I at most 4096.
+// act: scratch of moe_decode_act_bytes(rows). rows <= kMoeDecodeRows.
 std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& experts);
 void moe_decode(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights,
                 __nv_bfloat16* act, float* y, int64_t ldy, bool accumulate, cudaStream_t stream);

@@ -41,41 +41,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The 16-byte pieces of a row of n pieces that lane `lane` takes, lane + 32·p for p < kP (kP the
-// smallest power of two with 32·kP >= n): straight-line code, every load of the row in flight at
-// once, and the order of the sum the same as a strided loop's.
-int pieces_per_lane(int64_t pieces) {
-  int p = 1;
-  while (32 * p < pieces) p *= 2;
-  return p;
-}
-
-// Router logits of decode rows: one warp per weight row (router rows, then the shared gate's) for
-// every activation row, so the 1-2 MB router spreads over many multiprocessors.
-template <int kP>
-__global__ void __launch_bounds__(kWarps * 32)
-    moe_router_kernel(const bf16* x, int64_t ldx, int rows, const bf16* w, int w_rows, int64_t H, float* logits, int64_t ld) {
-  chained_kernel_start();
-  const int lane = threadIdx.x % 32;
-  const int r = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (r >= w_rows) return;
-  const int64_t pieces = H / 8;
-  uint4 wv[kP];
-#pragma unroll
-  for (int p = 0; p < kP; ++p)
-    if (lane + 32 * p < pieces) wv[p] = load_stream16(w + r * H + 8 * (lane + 32 * p));
-  for (int t = 0; t < rows; ++t) {
-    float acc = 0;
-#pragma unroll
-    for (int p = 0; p < kP; ++p)
-      if (lane + 32 * p < pieces) acc = dot8(load_shared16(x + t * ldx + 8 * (lane + 32 * p)), wv[p], acc);
-    acc = warp_sum(acc);
-    if (lane == 0) logits[t * ld + r] = acc;
-  }
-}
-
 // grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots)
-template <int kP>
 __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const bf16* x, int64_t ldx, MoeExperts ex, const int32_t* ids, bf16* act) {
   chained_kernel_start();
   const int lane = threadIdx.x % 32;
@@ -88,27 +54,17 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
   const bf16* xr = x + row * ldx;
   const bf16* gate = ex.gate_up + e * 2 * I * H;
   const bf16* up = gate + I * H;
-  const int64_t pieces = H / 8;
-  uint4 gw[kColsPerWarp][kP], uw[kColsPerWarp][kP];
-#pragma unroll
-  for (int j = 0; j < kColsPerWarp; ++j)
-#pragma unroll
-    for (int p = 0; p < kP; ++p)
-      if (col0 + j < I && lane + 32 * p < pieces) {
-        gw[j][p] = load_stream16(gate + (col0 + j) * H + 8 * (lane + 32 * p));
-        uw[j][p] = load_stream16(up + (col0 + j) * H + 8 * (lane + 32 * p));
-      }
   float g[kColsPerWarp] = {}, u[kColsPerWarp] = {};
+  const int64_t pieces = H / 8;
+#pragma unroll 4
+  for (int64_t c = lane; c < pieces; c += 32) {
+    const uint4 xv = load_shared16(xr + 8 * c);
 #pragma unroll
-  for (int p = 0; p < kP; ++p) {
-    if (lane + 32 * p >= pieces) break;
-    const uint4 xv = load_shared16(xr + 8 * (lane + 32 * p));
-#pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j)
-      if (col0 + j < I) {
-        g[j] = dot8(xv, gw[j][p], g[j]);
-        u[j] = dot8(xv, uw[j][p], u[j]);
-      }
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      if (col0 + j >= I) break;
+      g[j] = dot8(xv, load_stream16(gate + (col0 + j) * H + 8 * c), g[j]);
+      u[j] = dot8(xv, load_stream16(up + (col0 + j) * H + 8 * c), u[j]);
+    }
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j) {
@@ -118,7 +74,6 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
 }
 
 // grid (ceil(H / (kWarps·kColsPerWarp)), rows)
-template <int kP>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_decode_down_kernel(const bf16* act, MoeExperts ex, const int32_t* ids, const float* weights, float* y, int64_t ldy, bool accumulate) {
   chained_kernel_start();
@@ -135,10 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t e = ids[row * slots + s];
     const bf16* a = act + (row * slots + s) * I;
     const bf16* d = ex.down + e * H * I;
-#pragma unroll
-    for (int p = 0; p < kP; ++p) {
-      const int64_t c = lane + 32 * p;
-      if (c >= pieces) break;
+    for (int64_t c = lane; c < pieces; c += 32) {
       const uint4 av = load_shared16(a + 8 * c);
 #pragma unroll
       for (int j = 0; j < kColsPerWarp; ++j)
@@ -160,56 +112,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <int kP>
-void launch_router(const bf16* x, int64_t ldx, int rows, const bf16* w, int w_rows, int64_t H, float* logits, int64_t ld, cudaStream_t stream) {
-  const dim3 grid((w_rows + kWarps - 1) / kWarps);
-  launch_chained(moe_router_kernel<kP>, grid, dim3(kWarps * 32), 0, stream, x, ldx, rows, w, w_rows, H, logits, ld);
-  QWENRT_CUDA_CHECK_LAUNCH();
-}
-
-template <int kP>
-void launch_gate_up(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, bf16* act, cudaStream_t stream) {
-  constexpr int per_block = kWarps * kColsPerWarp;
-  const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
-  launch_chained(moe_decode_gate_up_kernel<kP>, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
-  QWENRT_CUDA_CHECK_LAUNCH();
-}
-
-template <int kP>
-void launch_down(const bf16* act, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, float* y, int64_t ldy,
-                 bool accumulate, cudaStream_t stream) {
-  constexpr int per_block = kWarps * kColsPerWarp;
-  const dim3 down_grid(static_cast<unsigned>((ex.hidden + per_block - 1) / per_block), static_cast<unsigned>(rows));
-  launch_chained(moe_decode_down_kernel<kP>, down_grid, dim3(kWarps * 32), 0, stream, act, ex, ids, weights, y, ldy, accumulate);
-  QWENRT_CUDA_CHECK_LAUNCH();
-}
-
-// Calls f.template operator()<kP>() for the bucket of `pieces` (at most 32·16 pieces: rows of 4096).
-template <typename F>
-void with_pieces(int64_t pieces, const char* what, F&& f) {
-  switch (pieces_per_lane(pieces)) {
-    case 1: return f.template operator()<1>();
-    case 2: return f.template operator()<2>();
-    case 4: return f.template operator()<4>();
-    case 8: return f.template operator()<8>();
-    case 16: return f.template operator()<16>();
-    default: fail(what, ": rows of ", 8 * pieces, " elements are longer than the kernels are built for (4096)");
-  }
-}
-
 }  // namespace
 
 std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& ex) { return static_cast<std::size_t>(rows * ex.slots * ex.inter) * sizeof(bf16); }
-
-void moe_router_logits(const bf16* x, int64_t ldx, int64_t rows, const bf16* router, int router_rows, int64_t H, float* logits, int64_t ld,
-                       cudaStream_t stream) {
-  if (rows < 0 || rows > kMoeDecodeRows) fail("moe_router_logits: ", rows, " rows (at most ", kMoeDecodeRows, ")");
-  if (H % 8 != 0 || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(router) % 16 != 0)
-    fail("moe_router_logits: H and the row stride must be multiples of 8 with 16-byte aligned rows");
-  if (rows == 0) return;
-  with_pieces(H / 8, "moe_router_logits",
-              [&]<int kP>() { launch_router<kP>(x, ldx, static_cast<int>(rows), router, router_rows, H, logits, ld, stream); });
-}
 
 void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
                 int64_t ldy, bool accumulate, cudaStream_t stream) {
@@ -217,8 +122,14 @@ void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   if (ex.hidden % 8 != 0 || ex.inter % 8 != 0 || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("moe_decode: H, I and the row stride must be multiples of 8 with 16-byte aligned rows");
   if (rows == 0) return;
-  with_pieces(ex.hidden / 8, "moe_decode", [&]<int kP>() { launch_gate_up<kP>(x, ldx, rows, ex, ids, act, stream); });
-  with_pieces(ex.inter / 8, "moe_decode", [&]<int kP>() { launch_down<kP>(act, rows, ex, ids, weights, y, ldy, accumulate, stream); });
+  constexpr int per_block = kWarps * kColsPerWarp;
+  const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
+  launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 down_grid(static_cast<unsigned>((ex.hidden + per_block - 1) / per_block), static_cast<unsigned>(rows));
+  launch_chained(moe_decode_down_kernel, down_grid, dim3(kWarps * 32), 0, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy,
+                 accumulate);
+  QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwenrt::cuda
