@@ -73,7 +73,10 @@ def card(model: Path, record: Path) -> str:
             f"| embeddings | {cfg['vocab_size']:,} × {cfg['hidden_size']}, tied with the output head |",
             f"| parameters | **{metrics['parameters']:,}** (MTP block included) |", "",
             "## Training", "",
-            f"`tools/train_demo/train.py` (`--size {metrics['size']}`), one run on {metrics['device']} (torch {metrics['versions']['torch']}, "
+            f"`tools/train_demo/train.py` (`--size {metrics['size']}`), one run on {metrics['device']}"
+            + (f", continuing from the weights with sha256 `{metrics['init']['sha256'][:16]}…` (`--init`, peak learning rate "
+               f"{metrics['hyper'].get('peak_lr', '?')}; the first run's record is in git history)" if metrics.get("init") else "")
+            + f" (torch {metrics['versions']['torch']}, "
             f"transformers {metrics['versions']['transformers']}): {metrics['steps']:,} planned steps of {metrics['batch']} × "
             f"{metrics['seq_len']:,} tokens, {metrics['tokens_seen'] / 1e6:.1f} M tokens seen ({metrics['epochs']:.1f} passes over "
             f"{metrics['train_tokens'] / 1e6:.2f} M training tokens) in {metrics['train_seconds']:.0f} s "
