@@ -30,6 +30,18 @@ inline TextSession& session() {
   return s;
 }
 
+// The first `tokens` tokens of a long made-up text (several prompt chunks' worth).
+inline std::vector<int32_t> long_prompt(const text::Tokenizer& tokenizer, std::size_t tokens) {
+  std::string text;
+  std::vector<int32_t> ids;
+  for (int i = 0; ids.size() < tokens; ++i) {
+    text += "Sentence " + std::to_string(i) + " talks about the weather in city number " + std::to_string(i * 13 % 97) + ". ";
+    ids = tokenizer.encode(text);
+  }
+  ids.resize(tokens);
+  return ids;
+}
+
 inline GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
   GenerationRequest r;
   r.prompt = std::move(prompt);

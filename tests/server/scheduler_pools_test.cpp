@@ -16,16 +16,7 @@ namespace {
 
 using namespace test;
 
-std::vector<int32_t> long_prompt(std::size_t tokens) {
-  std::string text;
-  std::vector<int32_t> ids;
-  for (int i = 0; ids.size() < tokens; ++i) {
-    text += "Sentence " + std::to_string(i) + " talks about the weather in city number " + std::to_string(i * 13 % 97) + ". ";
-    ids = session().tokenizer().encode(text);
-  }
-  ids.resize(tokens);
-  return ids;
-}
+std::vector<int32_t> long_prompt(std::size_t tokens) { return test::long_prompt(session().tokenizer(), tokens); }
 
 Scheduler make(const SchedulerOptions& opt) {
   return Scheduler(session().model(), session().tokenizer(), session().stop_ids(), opt, ThreadPool::global());

@@ -82,6 +82,16 @@ std::vector<Result> run_all(const SchedulerOptions& opt, const std::vector<Gener
   return out;
 }
 
+// Runs `requests` on a scheduler that never drafts (max_seqs slots) and checks `spec` gave each the
+// same answer; returns the plain results.
+std::vector<Result> expect_same_as_plain(const std::vector<GenerationRequest>& requests, const std::vector<Result>& spec, int max_seqs) {
+  SchedulerOptions plain_opt;
+  plain_opt.max_seqs = max_seqs;
+  const auto plain = run_all(plain_opt, requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) expect_same(plain[i], spec[i], "request " + std::to_string(i));
+  return plain;
+}
+
 // Six requests at once (seven sequences: one asks n = 2), with fixed and adaptive draft lengths:
 // the same tokens and logprobs as the scheduler that never drafts, and drafts were accepted.
 TEST(SchedulerSpeculation, ConcurrentRequestsGiveThePlainTokens) {
@@ -174,10 +184,7 @@ TEST(SchedulerSpeculation, NoDraftsAboveTheThreshold) {
   for (int i = 0; i < 3; ++i) requests.push_back(greedy(prompt_of(30 + i), 24));
   SchedulerStats st;
   const auto spec = run_all(opt, requests, &st);
-  SchedulerOptions plain_opt;
-  plain_opt.max_seqs = 4;
-  const auto plain = run_all(plain_opt, requests);
-  for (std::size_t i = 0; i < requests.size(); ++i) expect_same(plain[i], spec[i], "request " + std::to_string(i));
+  const auto plain = expect_same_as_plain(requests, spec, 4);
   EXPECT_LE(most_verified.load(), 1u);
   EXPECT_GE(most_decoded.load(), 2u);  // steps of several sequences ran, without drafts
   // Alone, the same scheduler drafts.
@@ -197,10 +204,7 @@ TEST(SchedulerSpeculation, LongWaitAboveTheThresholdThenDraftsAgain) {
   const std::vector<GenerationRequest> requests{greedy(prompt_of(40), 300), greedy(prompt_of(41), 270)};
   SchedulerStats st;
   const auto spec = run_all(opt, requests, &st);
-  SchedulerOptions plain_opt;
-  plain_opt.max_seqs = 2;
-  const auto plain = run_all(plain_opt, requests);
-  for (std::size_t i = 0; i < requests.size(); ++i) expect_same(plain[i], spec[i], "request " + std::to_string(i));
+  expect_same_as_plain(requests, spec, 2);
   EXPECT_EQ(spec[0].finish.at(0).finish, FinishReason::Length);
   EXPECT_GT(st.spec_accepted, 0);
 }

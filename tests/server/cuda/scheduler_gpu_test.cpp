@@ -51,16 +51,7 @@ TEST(SchedulerGpu, GreedyLogitsAloneAndAmongSevenOthers) {
     ASSERT_EQ(0, std::memcmp(alone_rows[t].data(), among_rows[t].data(), alone_rows[t].size() * sizeof(float))) << "logits of token " << t;
 }
 
-std::vector<int32_t> long_prompt(std::size_t tokens) {
-  std::string text;
-  std::vector<int32_t> ids;
-  for (int i = 0; ids.size() < tokens; ++i) {
-    text += "Sentence " + std::to_string(i) + " talks about the weather in city number " + std::to_string(i * 13 % 97) + ". ";
-    ids = gpu_session().tokenizer().encode(text);
-  }
-  ids.resize(tokens);
-  return ids;
-}
+std::vector<int32_t> long_prompt(std::size_t tokens) { return test::long_prompt(gpu_session().tokenizer(), tokens); }
 
 Scheduler make(const SchedulerOptions& opt) {
   TextSession& s = gpu_session();
