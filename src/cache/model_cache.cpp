@@ -185,7 +185,10 @@ void ModelCache::truncate(int slot, int64_t length) {
       std::copy(r, r + recurrent_floats_, recurrent_state(static_cast<int>(l), slot));
     }
   } else if (length < s.length && n_gdn_ > 0) {
-    fail("slot ", slot, ": truncating a device cache is not supported yet");
+    const int64_t row = length - 1 - s.row_start;
+    if (s.row_start < 0 || row < 0 || row >= s.row_count)
+      fail("slot ", slot, ": the DeltaNet state after token ", length - 1, " was not kept (keep_row_states before the step)");
+    device("truncate").restore_row_state(slot, static_cast<int>(row));
   }
   s.length = length;
   // Whole blocks past the new length go back (a block another holder shares stays theirs).

@@ -42,6 +42,9 @@ class DeviceCacheState {
   virtual void save_state(int slot, float* dst) = 0;
   virtual void load_state(int slot, const float* src) = 0;
   virtual void copy_state(int from, int to) = 0;
+  // Speculation: the slot's DeltaNet state becomes the one its last armed step kept after its row
+  // `row` (ModelCache::keep_row_states); Error when that step kept none.
+  virtual void restore_row_state(int slot, int row) = 0;
 };
 
 class ModelCache {
@@ -92,7 +95,8 @@ class ModelCache {
   // rows: a committed (or decode) step then keeps, per row, every DeltaNet layer's conv and
   // recurrent state as they stand after that row, so that truncate can end the slot after any of
   // those rows. The pointers are null while the slot is not armed or `position` is not a row of
-  // the armed step. Memory: rows × state_bytes_per_sequence().
+  // the armed step (and always on a device, which keeps them itself). Memory: rows ×
+  // state_bytes_per_sequence().
   void keep_row_states(int slot, int rows);
   float* row_conv_state(int gdn_layer, int slot, int64_t position);       // [K−1, conv_dim] after `position`
   float* row_recurrent_state(int gdn_layer, int slot, int64_t position);  // [nv, dk, dv] after `position`
@@ -102,6 +106,13 @@ class ModelCache {
   // What remains equals, bit for bit, a slot that was only ever fed those `length` tokens the same way.
   void truncate(int slot, int64_t length);
   void drop_row_states(int slot);  // disarms the slot (its buffers stay for the next armed step)
+  // The armed step's rows (0 when the slot is not armed) and its first position: what a device
+  // executor keeps states for.
+  int kept_rows(int slot) const { return slots_.at(static_cast<std::size_t>(slot)).row_count; }
+  int64_t kept_rows_start(int slot) const { return slots_.at(static_cast<std::size_t>(slot)).row_start; }
+
+  int64_t attention_layers() const { return n_attn_; }
+  int64_t deltanet_layers() const { return n_gdn_; }
 
   std::size_t state_bytes_per_sequence() const;  // DeltaNet state of one sequence, all layers
   std::size_t kv_bytes_per_token() const;

@@ -61,17 +61,15 @@ std::size_t decode_weight_bytes(const ModelConfig& c, const ModelWeights& w, int
 int run_bench(const Args& args) {
   Options opt("bench",
               {"model", "synthetic", "quant", "prompt-tokens", "gen-tokens", "batch", "prefill-chunk", "file", "segments", "repeats", "speculative",
-               "draft-tokens"},
+               "draft-tokens", "accept-rate"},
               {"json", "fixed-draft", kDeterministicFlag}, {{"-f", "file"}});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
   if (opt.has("speculative")) return run_bench_speculative(opt, device);
-  for (const char* only : {"file", "segments", "repeats", "draft-tokens"})
+  for (const char* only : {"file", "segments", "repeats", "draft-tokens", "accept-rate"})
     if (opt.has(only)) fail("bench: --", only, " goes with --speculative mtp");
   if (opt.flag("fixed-draft")) fail("bench: --fixed-draft goes with --speculative mtp");
-  if (opt.flag(kDeterministicFlag) && device.kind == DeviceSpec::Kind::Cuda)
-    fail("bench: --deterministic runs on the CPU only for now; use --device cpu");
   if (opt.has("model") == opt.has("synthetic")) fail("bench: give exactly one of --model and --synthetic");
   const int64_t P = opt.integer_or("prompt-tokens", 128, 1, 1 << 20);
   const int64_t G = opt.integer_or("gen-tokens", 32, 1, 1 << 20);
@@ -100,6 +98,7 @@ int run_bench(const Args& args) {
     model.emplace(Qwen35Model::load(source));
   }
   model->use_device(device);
+  model->set_deterministic(opt.flag(kDeterministicFlag));  // every row computed as it would be alone
   const ModelConfig& c = model->config();
   const double load_s = now_s() - t_load;
 
@@ -200,6 +199,7 @@ int run_bench(const Args& args) {
   if (gpu) j["gpu_memory_used_GB"] = static_cast<double>(cuda::device_memory_used()) / 1e9;
 #endif
   j["batch"] = B;
+  j["deterministic"] = opt.flag(kDeterministicFlag);
   j["prompt_tokens"] = P;
   j["gen_tokens"] = G;
   j["load_s"] = load_s;
@@ -219,7 +219,8 @@ int run_bench(const Args& args) {
   if (opt.flag("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s, %d threads (%s), batch %lld\n", source.c_str(), pool.size(), cpu::matmul_isa(), static_cast<long long>(B));
+    std::printf("%s, %d threads (%s), batch %lld%s\n", source.c_str(), pool.size(), cpu::matmul_isa(), static_cast<long long>(B),
+                opt.flag(kDeterministicFlag) ? ", deterministic" : "");
     std::printf("prefill  %lld tokens: %.1f tok/s, %.1f TFLOP/s", static_cast<long long>(P), static_cast<double>(P) / prefill_s, prefill_TFLOPs);
     if (matmul_TFLOPs > 0)
       std::printf(" = %.0f%% of the bf16 GEMM rate measured now (%.0f TFLOP/s)", 100.0 * prefill_TFLOPs / matmul_TFLOPs, matmul_TFLOPs);

@@ -3,12 +3,14 @@
 // position. The two runs must give the same tokens (checked: a difference is an error).
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_speculative.h"
 #include "cli/options.h"
 #include "cli/session_options.h"
+#include "cli/synthetic_model.h"
 #include "core/error.h"
 #include "engine/sampled_generation.h"
 #include "text/tokenizer/tokenizer.h"
@@ -40,32 +42,51 @@ Run greedy_run(const Qwen35Model& model, const std::vector<int32_t>& prompt, con
 }  // namespace
 
 int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
-  if (!opt.has("model") || !opt.has("file")) fail("bench --speculative mtp: give --model DIR and -f FILE (the text whose continuation is timed)");
-  const std::string dir = opt.str("model");
+  const bool synthetic = opt.has("synthetic");
+  if (synthetic ? opt.has("model") || opt.has("file") : !opt.has("model") || !opt.has("file"))
+    fail("bench --speculative mtp: give --model DIR and -f FILE (the text whose continuation is timed), or --synthetic SIZE [--accept-rate P]");
+  if (opt.has("accept-rate") && !synthetic) fail("bench: --accept-rate goes with --synthetic (a checkpoint's drafts are accepted as they agree)");
+  const std::string dir = synthetic ? "synthetic:" + opt.str("synthetic") : opt.str("model");
   SampledGenerationOptions spec;
   apply_speculation_options(opt, device, spec);
   spec.speculation.adaptive = !opt.flag("fixed-draft");
+  // Random weights draft tokens that are never right; --accept-rate P accepts each with probability
+  // P instead (the tokens are then not the model's: the run measures the mechanics).
+  const bool forced = opt.has("accept-rate");
+  if (forced) spec.speculation.forced_accept_rate = opt.number_or("accept-rate", 0.0, 0.0, 1.0);
   const int64_t P = opt.integer_or("prompt-tokens", 128, 2, 1 << 20);
   const int64_t G = opt.integer_or("gen-tokens", 64, 1, 1 << 20);
-  const int64_t S = opt.integer_or("segments", 4, 1, 1 << 16);
-  const int64_t repeats = opt.integer_or("repeats", 3, 1, 1000);
-  Qwen35Model model = Qwen35Model::load(dir);
+  const int64_t S = opt.integer_or("segments", synthetic ? 2 : 4, 1, 1 << 16);
+  const int64_t repeats = opt.integer_or("repeats", synthetic ? 2 : 3, 1, 1000);
+  Qwen35Model model = synthetic ? synthetic_model(opt.str("synthetic"), device, "bench") : Qwen35Model::load(dir);
   model.use_device(device);
+  model.set_deterministic(spec.deterministic);
   require_mtp(model, dir);
-  const text::Tokenizer tokenizer = text::Tokenizer::load(dir);
-  const std::string text = read_input_file(opt.str("file"), "bench: -f");
-  require_utf8(text, "bench: the text file " + opt.str("file"));
-  const std::vector<int32_t> ids = tokenizer.encode(text, /*allow_special=*/false);
-  // Prompts: consecutive P-token segments of the text (the last may be shorter).
   std::vector<std::vector<int32_t>> prompts;
-  for (std::size_t b = 0; b < ids.size() && static_cast<int64_t>(prompts.size()) < S; b += static_cast<std::size_t>(P))
-    prompts.emplace_back(ids.begin() + static_cast<long>(b), ids.begin() + static_cast<long>(std::min(ids.size(), b + static_cast<std::size_t>(P))));
-  if (prompts.empty()) fail("bench: ", opt.str("file"), " holds no tokens");
+  if (synthetic) {
+    // Prompts: S random P-token segments (seeded).
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(model.config().vocab_size - 1));
+    for (int64_t s = 0; s < S; ++s) {
+      prompts.emplace_back();
+      for (int64_t i = 0; i < P; ++i) prompts.back().push_back(tok(rng));
+    }
+  } else {
+    const text::Tokenizer tokenizer = text::Tokenizer::load(dir);
+    const std::string text = read_input_file(opt.str("file"), "bench: -f");
+    require_utf8(text, "bench: the text file " + opt.str("file"));
+    const std::vector<int32_t> ids = tokenizer.encode(text, /*allow_special=*/false);
+    // Prompts: consecutive P-token segments of the text (the last may be shorter).
+    for (std::size_t b = 0; b < ids.size() && static_cast<int64_t>(prompts.size()) < S; b += static_cast<std::size_t>(P))
+      prompts.emplace_back(ids.begin() + static_cast<long>(b), ids.begin() + static_cast<long>(std::min(ids.size(), b + static_cast<std::size_t>(P))));
+    if (prompts.empty()) fail("bench: ", opt.str("file"), " holds no tokens");
+  }
 
   SampledGenerationOptions plain;
   plain.sampling.temperature = 0.0f;
   plain.max_tokens = G;
   plain.prefill_chunk = P;
+  plain.deterministic = spec.deterministic;
   spec.sampling = plain.sampling;
   spec.max_tokens = G;
   spec.prefill_chunk = P;
@@ -85,7 +106,7 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
     for (int64_t r = 0; r < repeats; ++r) {
       a = greedy_run(model, prompts[i], plain);
       b = greedy_run(model, prompts[i], spec);
-      if (a.tokens != b.tokens) fail("bench: segment ", i, ": speculative decoding gave other tokens than plain decoding (a bug)");
+      if (!forced && a.tokens != b.tokens) fail("bench: segment ", i, ": speculative decoding gave other tokens than plain decoding (a bug)");
       best_a = std::min(best_a, a.stats.decode_s), best_b = std::min(best_b, b.stats.decode_s);
     }
     plain_s += best_a, spec_s += best_b;
@@ -130,7 +151,10 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
 
   nlohmann::ordered_json j;
   j["model"] = dir;
-  j["file"] = opt.str("file");
+  j["device"] = model.device_description();
+  if (!synthetic) j["file"] = opt.str("file");
+  if (forced) j["forced_accept_rate"] = spec.speculation.forced_accept_rate;
+  j["deterministic"] = spec.deterministic;
   j["threads"] = ThreadPool::global().size();
   j["segments"] = prompts.size();
   j["prompt_tokens"] = P;
@@ -138,7 +162,7 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
   j["repeats"] = repeats;
   j["draft_tokens"] = spec.speculation.max_draft_tokens;
   j["adaptive"] = spec.speculation.adaptive;
-  j["identical_tokens"] = true;
+  j["identical_tokens"] = !forced;  // checked (a difference is an error); forced acceptance changes them
   j["decode_tok_s_plain"] = plain_rate;
   j["decode_tok_s_speculative"] = spec_rate;
   j["speedup"] = spec_rate / plain_rate;
@@ -161,11 +185,15 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("%s on %s: %zu segments of %lld prompt tokens, %lld generated each, %d threads\n", dir.c_str(), opt.str("file").c_str(), prompts.size(),
-              static_cast<long long>(P), static_cast<long long>(G), ThreadPool::global().size());
+  std::printf("%s on %s (%s): %zu segments of %lld prompt tokens, %lld generated each, %d threads%s\n", dir.c_str(),
+              synthetic ? "random prompts" : opt.str("file").c_str(), model.device_description().c_str(), prompts.size(), static_cast<long long>(P),
+              static_cast<long long>(G), ThreadPool::global().size(), spec.deterministic ? ", deterministic" : "");
+  if (forced)
+    std::printf("each draft accepted with probability %.2f whatever the model says: this measures the mechanics, not a model\n",
+                spec.speculation.forced_accept_rate);
   std::printf("plain decode        %.1f tok/s\n", plain_rate);
-  std::printf("speculative (mtp)   %.1f tok/s (x%.2f), %.2f tokens per step, up to %d drafts%s (same tokens)\n", spec_rate, spec_rate / plain_rate,
-              per_step, spec.speculation.max_draft_tokens, spec.speculation.adaptive ? ", adaptive" : "");
+  std::printf("speculative (mtp)   %.1f tok/s (x%.2f), %.2f tokens per step, up to %d drafts%s%s\n", spec_rate, spec_rate / plain_rate, per_step,
+              spec.speculation.max_draft_tokens, spec.speculation.adaptive ? ", adaptive" : "", forced ? "" : " (same tokens)");
   std::printf("acceptance by draft position:");
   for (std::size_t k = 0; k < acceptance.size(); ++k)
     std::printf(" %zu: %.2f (%lld/%lld)", k + 1, acceptance[k], static_cast<long long>(total.accepted_at[k + 1]),

@@ -52,6 +52,7 @@ int run_generate(const Args& args) {
   apply_speculation_options(opt, device, spec);
   auto model = Qwen35Model::load(opt.str("model"));
   model.use_device(device);
+  model.set_deterministic(spec.deterministic);
   if (spec.speculative) {
     // One prompt at a time, each drafting with the MTP block; the same tokens as without.
     require_mtp(model, opt.str("model"));

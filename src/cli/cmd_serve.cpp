@@ -97,7 +97,7 @@ int run_serve(const Args& args) {
               {"model",           "device",       "host",          "port",           "api-key",      "max-seqs",     "ctx-size",          "max-queue",
                "threads",         "http-threads", "prefill-chunk", "max-body-bytes", "kv-bytes",     "cache-bytes",  "snapshot-interval", "cors",
                "request-timeout", "idle-timeout", "synthetic",     "speculative",    "draft-tokens", "spec-max-seqs"},
-              {}, {{"-m", "model"}});
+              {kDeterministicFlag}, {{"-m", "model"}});
   opt.parse(args);
   apply_threads(opt);
   const DeviceSpec device = device_option(opt);
@@ -120,14 +120,13 @@ int run_serve(const Args& args) {
   }
   SchedulerOptions sched;
   {
-    SampledGenerationOptions gen;  // --speculative mtp [--draft-tokens K]: refused on a GPU
+    SampledGenerationOptions gen;  // --speculative mtp [--draft-tokens K], --deterministic
     apply_speculation_options(opt, device, gen);
     sched.speculative = gen.speculative;
     sched.speculation = gen.speculation;
     // Drafting pays while few sequences decode (bench/results/2026-12-05-1700-cpu-serve-mtp.md).
     sched.speculate_max_seqs = static_cast<int>(opt.integer_or("spec-max-seqs", 1, 0, 4096));
     if (opt.has("spec-max-seqs") && !sched.speculative) fail("serve: --spec-max-seqs goes with --speculative mtp");
-    if (sched.speculative && !synthetic.empty()) fail("serve: --speculative mtp needs a checkpoint's MTP block; --synthetic weights have none");
   }
   sched.max_seqs = static_cast<int>(opt.integer_or("max-seqs", 8, 1, 4096));
   sched.max_queue = static_cast<int>(opt.integer_or("max-queue", 64, 0, 1 << 20));
@@ -159,6 +158,9 @@ int run_serve(const Args& args) {
   const int64_t max_pos = session.model().config().max_position_embeddings;
   sched.ctx_size = opt.integer_or("ctx-size", std::min<int64_t>(max_pos, 8192), 16, max_pos);
   if (sched.speculative) require_mtp(session.model(), model_dir);
+  // Prompts are cut at fixed positions already (multiples of --prefill-chunk); the model then
+  // computes every row as it would alone.
+  session.model().set_deterministic(opt.flag(kDeterministicFlag));
   plan_memory(opt, session.model(), sched);
   server::ServedModel served{session, std::filesystem::path(model_dir).lexically_normal().filename().string(), sched.ctx_size, {}};
   served.limits.max_n = sched.max_seqs;
@@ -174,9 +176,11 @@ int run_serve(const Args& args) {
   const std::string spec = sched.speculative ? ", MTP speculation up to " + std::to_string(sched.speculation.max_draft_tokens) +
                                                    " drafts while <= " + std::to_string(sched.speculate_max_seqs) + " sequences decode"
                                              : "";
-  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s%s) in %.3f s\n", url.c_str(),
+  const std::string det = session.model().deterministic() ? ", deterministic" : "";
+  std::printf("qwenrt serve: ready on %s (model %s, %s, %d sequences, context %lld, KV pool %lld tokens, prefix cache %s%s%s) in %.3f s\n", url.c_str(),
               served.id.c_str(), session.model().device_description().c_str(), sched.max_seqs, static_cast<long long>(sched.ctx_size),
-              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str(), spec.c_str(), ready_s);
+              static_cast<long long>(st.kv_blocks * Qwen35Model::kCacheBlockSize), mib(sched.prefix_cache_bytes).c_str(), spec.c_str(), det.c_str(),
+              ready_s);
   std::fflush(stdout);
 
   int sig = 0;

@@ -47,25 +47,15 @@ const std::vector<std::string>& speculation_option_names() {
 }
 
 void apply_speculation_options(const Options& opt, const DeviceSpec& device, SampledGenerationOptions& gen) {
-  const bool cuda = device.kind == DeviceSpec::Kind::Cuda;
   if (opt.has("speculative")) {
     const std::string kind = opt.str("speculative");
     if (kind != "mtp") fail(opt.command(), ": --speculative takes 'mtp' (the checkpoint's multi-token-prediction block), not '", kind, "'");
-    if (cuda)
-      fail(opt.command(),
-           ": --speculative mtp runs on the CPU only for now (the CUDA backend has no MTP ops or cache rollback yet); use --device cpu");
     gen.speculative = true;
     gen.speculation.max_draft_tokens = static_cast<int>(opt.integer_or("draft-tokens", 3, 1, 16));
   } else if (opt.has("draft-tokens")) {
     fail(opt.command(), ": --draft-tokens needs --speculative mtp");
   }
-  if (opt.flag(kDeterministicFlag)) {
-    if (cuda)
-      fail(opt.command(),
-           ": --deterministic runs on the CPU only for now (GPU products of more than 8 rows reduce in an order that depends on the "
-           "row count); use --device cpu");
-    gen.deterministic = true;
-  }
+  if (opt.flag(kDeterministicFlag)) gen.deterministic = true;
 }
 
 void require_mtp(const Qwen35Model& model, const std::string& model_dir) {

@@ -38,8 +38,6 @@ MtpDrafter::MtpDrafter(const Qwen35Model& model, ModelCache& mtp_cache, int mtp_
       draft_length_(options.max_draft_tokens, options.adaptive),
       H_(model.config().hidden_size) {
   if (!model.has_mtp()) fail("--speculative mtp: this checkpoint has no MTP block (no mtp.* tensors)");
-  if (model.device().kind != DeviceSpec::Kind::Cpu)
-    fail("--speculative mtp runs on the CPU only for now: the CUDA backend has no MTP ops and no cache rollback yet (use --device cpu)");
   if (mtp_cache.length(mtp_slot) != 0) fail("internal: a drafter starts from a fresh MTP cache slot");
   stats_.drafted_at.assign(static_cast<std::size_t>(options.max_draft_tokens) + 1, 0);
   stats_.accepted_at.assign(static_cast<std::size_t>(options.max_draft_tokens) + 1, 0);

@@ -25,6 +25,11 @@ namespace qwenrt {
 struct SpeculationOptions {
   int max_draft_tokens = 3;  // --draft-tokens K
   bool adaptive = true;      // false: always draft max_draft_tokens (tests, measurements)
+  // bench --synthetic --accept-rate P (MtpSpeculator only): each draft is accepted with probability
+  // P whatever the model says (its row's logits are made to agree, or not, before the pick), so
+  // random weights exercise the mechanics at a chosen acceptance. The tokens are then not the
+  // model's. < 0: off.
+  double forced_accept_rate = -1;
 };
 
 struct SpeculationStats {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 
@@ -13,7 +14,12 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 
 MtpSpeculator::MtpSpeculator(const Qwen35Model& model, ModelCache& cache, int slot, ModelCache& mtp_cache, int mtp_slot,
                              const SpeculationOptions& options, ThreadPool& pool)
-    : model_(model), cache_(cache), slot_(slot), pool_(pool), drafter_(model, mtp_cache, mtp_slot, 0, options) {
+    : model_(model),
+      cache_(cache),
+      slot_(slot),
+      pool_(pool),
+      drafter_(model, mtp_cache, mtp_slot, 0, options),
+      forced_accept_rate_(options.forced_accept_rate) {
   if (cache.length(slot) != 0) fail("internal: speculation starts from fresh cache slots");
 }
 
@@ -24,7 +30,9 @@ std::span<const float> MtpSpeculator::prefill(const std::vector<int32_t>& prompt
   // pairs (h_t, x_{t+1}) for t < n − 1; row n − 1 waits for the first generated token.
   for (std::size_t b = 0; b < prompt.size(); b += static_cast<std::size_t>(chunk)) {
     const std::size_t e = std::min(prompt.size(), b + static_cast<std::size_t>(chunk));
-    Step step{Phase::Window, {{slot_, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, true, true};
+    // Every row's hidden row, the last row's logits.
+    Step step{Phase::Window, {{slot_, {prompt.begin() + static_cast<long>(b), prompt.begin() + static_cast<long>(e)}}}, false};
+    step.hidden_all = true;
     model_.forward(step, cache_, pool_, out_);
     drafter_.add_hidden(out_.hidden);
     drafter_.add_tokens(std::span<const int32_t>(prompt).subspan(b + 1, std::min(prompt.size(), e + 1) - (b + 1)));
@@ -66,7 +74,14 @@ std::vector<int32_t> MtpSpeculator::round(int64_t max_tokens, const PickFn& pick
   const int keep = accept_drafts(
       drafts,
       [&](int row) {
-        return pick({out_.logits.data() + static_cast<std::size_t>(row) * V, V});
+        float* logits = out_.logits.data() + static_cast<std::size_t>(row) * V;
+        if (forced_accept_rate_ >= 0 && row < k) {
+          // Mechanics only: the row agrees with its draft with the forced probability.
+          const int32_t draft = drafts[static_cast<std::size_t>(row)];
+          if (std::uniform_real_distribution<double>(0, 1)(forced_coin_) < forced_accept_rate_) logits[draft] = std::numeric_limits<float>::infinity();
+          else if (argmax_row(logits, static_cast<int64_t>(V)) == draft) logits[draft] = -std::numeric_limits<float>::infinity();
+        }
+        return pick({logits, V});
       },
       emitted, stopped);
   keep_verified_rows(cache_, slot_, p, k, keep);

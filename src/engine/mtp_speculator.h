@@ -15,6 +15,7 @@
 // The tokens and logits are therefore exactly those of plain decoding, whatever k and whatever
 // the drafts; only the number of main-model steps changes. k adapts (engine/draft_length).
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -55,6 +56,8 @@ class MtpSpeculator {
   MtpDrafter drafter_;  // the MTP side, its rollback and the choice of k (shared with the server)
   int32_t next_ = -1;   // the pending token: emitted, not yet in the cache
   StepOutput out_;
+  double forced_accept_rate_;     // SpeculationOptions::forced_accept_rate
+  std::mt19937_64 forced_coin_{7};  // its draws, seeded: runs repeat
 };
 
 }  // namespace qwenrt

@@ -66,6 +66,7 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
                                  const SampledGenerationOptions& opt, const std::function<bool(const SampledToken&)>& on_token, ThreadPool& pool) {
   if (prompt.empty()) fail("the prompt is empty");
   if (opt.prefill_chunk < 1) fail("prefill chunk must be at least 1");
+  if (opt.deterministic) model.set_deterministic(true);
   if (opt.speculative) return generate_speculative(model, cache, slot, prompt, opt, on_token, pool);
   const int64_t V = model.config().vocab_size;
   const auto cached = static_cast<std::size_t>(cache.length(slot));

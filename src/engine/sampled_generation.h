@@ -17,7 +17,7 @@ struct SampledGenerationOptions {
   std::vector<int32_t> stop_ids;  // generation ends after one of these (it is reported)
   int64_t prefill_chunk = 512;
   // --speculative mtp: draft with the checkpoint's MTP block and verify (engine/mtp_speculator);
-  // the tokens are the same as without. Needs a fresh cache slot; CPU only for now.
+  // the tokens are the same as without. Needs a fresh cache slot.
   bool speculative = false;
   SpeculationOptions speculation;
   // --deterministic: prompt windows cut at fixed positions (multiples of prefill_chunk) whatever

@@ -111,8 +111,6 @@ Scheduler::Scheduler(const Qwen35Model& model, const text::Tokenizer& tokenizer,
   if (options_.speculative) {
     if (options_.speculation.max_draft_tokens < 1 || options_.speculate_max_seqs < 0) fail("scheduler: invalid speculation options");
     if (!model.has_mtp()) fail("--speculative mtp: this checkpoint has no MTP block (no mtp.* tensors)");
-    if (model.device().kind != DeviceSpec::Kind::Cpu || !cache_.host_storage())
-      fail("--speculative mtp runs on the CPU only for now: the CUDA backend has no MTP ops and no cache rollback yet (use --device cpu)");
     mtp_cache_ = std::make_unique<ModelCache>(model.new_mtp_cache(options_.max_seqs));
   }
   align_ = options_.prefill_chunk % Qwen35Model::kWindowChunk == 0 ? Qwen35Model::kWindowChunk : options_.prefill_chunk;
@@ -347,7 +345,7 @@ int64_t Scheduler::next_chunk_end(const Sequence& s) const {
 
 Step Scheduler::plan_window(const Running& running, std::vector<Sequence*>& seqs) const {
   Step step{Phase::Window, {}, false};
-  step.all_logits = step.hidden = mtp_cache_ != nullptr;  // every row's hidden state for the MTP block
+  step.hidden_all = mtp_cache_ != nullptr;  // every row's hidden state for the MTP block (logits of the last rows only)
   int64_t budget = options_.window_budget;
   for (const auto& s : running) {
     if (s->done || s->prefilled >= s->prompt_size()) continue;
@@ -470,11 +468,11 @@ void Scheduler::window(Running& running) {
     for (const auto& sq : step.sequences) totals_.prefill_tokens += static_cast<int64_t>(sq.tokens.size());
   }
   const auto H = static_cast<std::size_t>(model_.config().hidden_size);
-  std::size_t row = 0;  // the sequence's first row in out_ (every row with speculation, else one each)
+  std::size_t row = 0;  // the sequence's first hidden row in out_ (every row's with speculation)
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const auto rows = step.sequences[i].tokens.size();
-    const std::size_t last_row = step.all_logits ? row + rows - 1 : i;
+    const std::size_t last_row = i;  // logits: each sequence's last row
     const int64_t b = s.prefilled;
     s.prefilled += static_cast<int64_t>(rows);
     const int64_t n = s.prompt_size();

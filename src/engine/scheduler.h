@@ -133,7 +133,7 @@ struct SchedulerOptions {
   int64_t kv_blocks = 0;               // KV pool in blocks of Qwen35Model::kCacheBlockSize; 0: max_seqs full contexts
   std::size_t prefix_cache_bytes = 0;  // prefix-cache cap (snapshots + the KV blocks they hold); 0: off
   int64_t snapshot_interval = 2048;    // snapshots every this many prompt tokens (rounded to align())
-  // MTP speculative decoding (serve --speculative mtp): CPU only, the model needs an MTP block.
+  // MTP speculative decoding (serve --speculative mtp): the model needs an MTP block.
   bool speculative = false;
   SpeculationOptions speculation;
   int speculate_max_seqs = 1;  // drafts only while at most this many sequences decode

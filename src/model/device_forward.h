@@ -23,12 +23,16 @@ class DeviceForward {
   // Logits (and hidden rows) as Qwen35Model::forward returns them, into `out` (its storage reused
   // across calls). The cache's slots have been extended already.
   virtual void forward(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out) = 0;
+  // One step of the MTP block (Qwen35Model::mtp_forward) against its own cache, as forward.
+  virtual void mtp_forward(const Step& step, const RowLayout& layout, ModelCache& mtp_cache, const Qwen35Graph& graph, StepOutput& out) = 0;
   // The same step keeping only each wanted row's argmax, enqueued without waiting for it; returns
   // the step's entry for wait_argmax (Qwen35Model::enqueue_argmax: at most kMaxStepsInFlight).
   virtual int enqueue_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph) = 0;
   // Waits for the step of `entry` and gives its picks; the entry is free again.
   virtual void wait_argmax(int entry, std::vector<int32_t>& tokens) = 0;
   virtual std::string describe() const = 0;  // device name, memory used
+  // Deterministic mode (Qwen35Model::set_deterministic).
+  virtual void set_deterministic(bool on) = 0;
   // Device memory free now (after the weights and whatever steps have allocated): what a server
   // sizes its pools from.
   virtual std::size_t free_memory_bytes() const = 0;

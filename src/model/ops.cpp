@@ -23,6 +23,7 @@ const char* part_name(Part p) {
     case Part::MtpEmbeddingNorm: return "mtp embedding norm";
     case Part::MtpHiddenNorm: return "mtp hidden norm";
     case Part::MtpConcat: return "mtp concat";
+    case Part::HiddenRows: return "hidden rows";
     case Part::MtpFc: return "mtp fc";
     case Part::kCount: break;
   }

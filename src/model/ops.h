@@ -33,6 +33,7 @@ enum class Part : uint8_t {
   Down,
   Moe,
   FinalNorm,         // the final norm of the rows whose logits are wanted (the hidden rows out)
+  HiddenRows,        // the final norm of every row (Step::hidden_all)
   LmHead,            // logits
   MtpEmbeddingNorm,  // MTP: pre_fc_norm_embedding of the token embeddings
   MtpHiddenNorm,     // MTP: pre_fc_norm_hidden of the main model's hidden rows
@@ -88,6 +89,9 @@ class Ops {
   virtual Act moe(const MoeWeights& w, const Act& x) = 0;
   // RMSNorm(x) · w of the rows whose logits the step returns (RowLayout::logit_rows), in order.
   virtual Act norm_logit_rows(const Act& x, const ParamVector& w) = 0;
+  // The step's final hidden rows: `logit_rows` (what norm_logit_rows gave), or with
+  // RowLayout::hidden_all RMSNorm(x) · w of every row (each row's bits as norm_logit_rows gives them).
+  virtual Act hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) = 0;
   // MTP steps: the main model's hidden rows the step gives (StepSequence::hidden_in), f32 [T, H].
   // [a | b] side by side, [T, a.cols + b.cols]. A backend without the MTP block keeps these
   // defaults, which fail naming the op (the engine refuses speculation there first).

@@ -17,8 +17,9 @@ GraphOutputs Qwen35Graph::run(Ops& ops) const {
     feed_forward_block(ops, L, h);
   }
   GraphOutputs out;
-  out.hidden = ops.norm_logit_rows(h, weights_.final_norm);
-  out.logits = ops.matmul(Part::LmHead, out.hidden, {&weights_.lm_head})[0];
+  const Act head_in = ops.norm_logit_rows(h, weights_.final_norm);
+  out.hidden = ops.hidden_rows(h, weights_.final_norm, head_in);
+  out.logits = ops.matmul(Part::LmHead, head_in, {&weights_.lm_head})[0];
   return out;
 }
 

@@ -12,7 +12,7 @@ namespace qwenrt {
 
 struct GraphOutputs {
   Act logits;  // [wanted rows, V]
-  Act hidden;  // [wanted rows, H]: the final norm's output, what the head reads (MTP's input)
+  Act hidden;  // [wanted rows (every row with hidden_all), H]: the final norm's output (MTP's input)
 };
 
 class Qwen35Graph {

@@ -22,7 +22,8 @@ Qwen35Model::Qwen35Model(Qwen35Model&& o) noexcept
       checkpoint_(std::move(o.checkpoint_)),
       graph_(std::make_unique<Qwen35Graph>(config_, weights_)),
       device_(o.device_),
-      device_forward_(std::move(o.device_forward_)) {}
+      device_forward_(std::move(o.device_forward_)),
+      deterministic_(o.deterministic_) {}
 
 Qwen35Model::~Qwen35Model() = default;
 
@@ -36,6 +37,12 @@ Qwen35Model Qwen35Model::load(const std::filesystem::path& dir) {
 void Qwen35Model::use_device(const DeviceSpec& device) {
   device_forward_ = make_device_forward(device, config_, weights_);
   device_ = device;
+  if (device_forward_) device_forward_->set_deterministic(deterministic_);
+}
+
+void Qwen35Model::set_deterministic(bool on) const {
+  deterministic_ = on;
+  if (device_forward_) device_forward_->set_deterministic(on);
 }
 
 std::string Qwen35Model::device_description() const { return device_forward_ ? device_forward_->describe() : std::string("cpu"); }
@@ -54,14 +61,14 @@ ModelCache Qwen35Model::new_mtp_cache(int max_sequences) const {
   CacheShape shape;
   shape.attention_layers = 1;
   shape.kv_row = config_.num_kv_heads * config_.head_dim;
-  return ModelCache(shape, max_sequences, 64, /*host_storage=*/true);
+  return ModelCache(shape, max_sequences, kCacheBlockSize, /*host_storage=*/device_forward_ == nullptr);
 }
 
 void Qwen35Model::mtp_forward(const Step& step, ModelCache& mtp_cache, ThreadPool& pool, StepOutput& out) const {
   if (!has_mtp()) fail("this checkpoint has no MTP block (no mtp.* tensors): speculative decoding with mtp needs one");
-  if (device_forward_) fail("the MTP block runs on the CPU only for now (", device_forward_->describe(), " has no MTP ops)");
   const RowLayout lay = layout(step, mtp_cache, /*mtp=*/true);
   for (const auto& sp : lay.spans) mtp_cache.extend(sp.slot, sp.start_position + sp.rows);
+  if (device_forward_) return device_forward_->mtp_forward(step, lay, mtp_cache, *graph_, out);
   const BlockContext ctx{config_, lay, mtp_cache, pool};
   CpuOps ops(ctx, step, weights_);
   const GraphOutputs g = graph_->run_mtp(ops);
@@ -74,6 +81,8 @@ void Qwen35Model::mtp_forward(const Step& step, ModelCache& mtp_cache, ThreadPoo
 RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache, bool mtp) const {
   RowLayout lay;
   lay.phase = step.phase;
+  lay.hidden_all = step.hidden_all;
+  if (step.hidden_all && mtp) fail("MTP steps return the hidden rows of their logit rows (hidden_all is for the model's steps)");
   std::set<int> seen;
   const int64_t H = config_.hidden_size;
   for (const auto& s : step.sequences) {
@@ -159,7 +168,7 @@ void Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool,
 }
 
 PendingStep Qwen35Model::enqueue_argmax(const Step& step, ModelCache& cache, ThreadPool& pool, const PendingStep* previous) const {
-  if (step.hidden) fail("greedy steps return picks only; run forward for the hidden rows");
+  if (step.hidden || step.hidden_all) fail("greedy steps return picks only; run forward for the hidden rows");
   for (const auto& s : step.sequences)
     if (s.from_previous >= 0 && (!previous || s.from_previous >= previous->rows))
       fail("slot ", s.slot, " takes row ", s.from_previous, " of the previous step's picks, which has ", previous ? previous->rows : 0);
@@ -200,7 +209,7 @@ void Qwen35Model::cpu_forward(const Step& step, const RowLayout& lay, ModelCache
   const GraphOutputs g = graph_->run(ops);
   const auto n = [](const Act& a) { return static_cast<std::size_t>(a.rows * a.cols); };
   out.logits.assign(g.logits.as<float>(), g.logits.as<float>() + n(g.logits));
-  if (step.hidden) out.hidden.assign(g.hidden.as<float>(), g.hidden.as<float>() + n(g.hidden));
+  if (step.hidden || step.hidden_all) out.hidden.assign(g.hidden.as<float>(), g.hidden.as<float>() + n(g.hidden));
   else out.hidden.clear();
 }
 

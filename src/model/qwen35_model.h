@@ -79,9 +79,17 @@ class Qwen35Model {
   // its own KV in a cache of its own (new_mtp_cache); row j of a sequence there is position j.
   // mtp_forward runs one step of it: each row's token (the main sequence's token t+1) with the
   // main model's hidden row for t (StepSequence::hidden_in, as forward returns it), at the MTP
-  // cache's next position; logits and hidden rows (after mtp.norm) as forward gives them. CPU only
-  // for now: on a device it is an Error.
+  // cache's next position; logits and hidden rows (after mtp.norm) as forward gives them, on the
+  // device the model runs on.
   bool has_mtp() const { return weights_.mtp.present; }
+
+  // Deterministic mode (--deterministic): a row's results depend on nothing but its own sequence,
+  // whatever else a step holds. The CPU's kernels already reduce every row alone; a GPU then runs
+  // decode rows (any number) through the kernels a lone decode row uses, and each sequence's window
+  // rows through products of their own. Callers cut prompts at fixed positions.
+  // (A run mode of the executor, not the model's state: settable on a const model.)
+  void set_deterministic(bool on) const;
+  bool deterministic() const { return deterministic_; }
   ModelCache new_mtp_cache(int max_sequences) const;
   void mtp_forward(const Step& step, ModelCache& mtp_cache, ThreadPool& pool, StepOutput& out) const;
 
@@ -95,6 +103,7 @@ class Qwen35Model {
   std::unique_ptr<Qwen35Graph> graph_;               // reads config_ and weights_
   DeviceSpec device_;
   std::shared_ptr<DeviceForward> device_forward_;  // null on the CPU
+  mutable bool deterministic_ = false;
 };
 
 }  // namespace qwenrt

@@ -34,12 +34,15 @@ struct Step {
   std::vector<StepSequence> sequences;
   bool all_logits = false;  // logits for every row, else only each sequence's last row
   bool hidden = false;      // also return the final hidden rows of those rows (what the head reads; MTP's input)
+  // Return the final hidden row of every row, the logits only of the rows all_logits names (the
+  // MTP block's input over a prompt, without [rows, V] logits nobody reads). Implies hidden.
+  bool hidden_all = false;
 };
 
 // What a step returns for its wanted rows (every row, or each sequence's last), in step order.
 struct StepOutput {
   std::vector<float> logits;  // [rows, vocab]
-  std::vector<float> hidden;  // [rows, hidden] after the final norm, when Step::hidden
+  std::vector<float> hidden;  // [rows, hidden] after the final norm, when Step::hidden (every row's with hidden_all)
 };
 
 // Where each sequence's rows sit in the flattened matrix, and each row's position.
@@ -54,6 +57,7 @@ struct RowLayout {
   std::vector<int64_t> logit_rows;  // the rows whose logits (and hidden rows) the step returns
   int64_t total_rows = 0;
   bool given_embeddings = false;  // some row's input is given (StepSequence::embeddings)
+  bool hidden_all = false;        // Step::hidden_all: the hidden rows are every row, not the logit rows
 };
 
 }  // namespace qwenrt

@@ -453,9 +453,9 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
   w.lm_head = c.tie_word_embeddings ? w.embed : small_mat(c.vocab_size, H, bits);
   w.final_norm = ones(H);
   auto mlp = [&](int64_t I) { return MlpWeights{mat(I, H), mat(I, H), mat(H, I)}; };
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  auto layer = [&](LayerKind kind) {
     LayerWeights l;
-    l.kind = c.layer_types[static_cast<std::size_t>(i)];
+    l.kind = kind;
     l.input_norm = ones(H);
     l.post_norm = ones(H);
     if (l.kind == LayerKind::FullAttention) {
@@ -488,8 +488,17 @@ ModelWeights synthetic_weights(const ModelConfig& c, uint64_t seed, bool host_ma
     } else {
       l.mlp = mlp(c.intermediate_size);
     }
-    w.layers.push_back(std::move(l));
-  }
+    return l;
+  };
+  for (int64_t i = 0; i < c.num_layers; ++i) w.layers.push_back(layer(c.layer_types[static_cast<std::size_t>(i)]));
+  // The MTP block every released checkpoint ships (speculation benchmarks; random drafts are never
+  // right: bench --accept-rate forces the acceptance).
+  w.mtp.present = true;
+  w.mtp.fc = mat(H, 2 * H);
+  w.mtp.pre_fc_norm_embedding = ones(H);
+  w.mtp.pre_fc_norm_hidden = ones(H);
+  w.mtp.norm = ones(H);
+  w.mtp.layer = layer(LayerKind::FullAttention);
   return w;
 }
 

@@ -248,3 +248,35 @@ TEST(DraftLengthPolicy, AcceptedDraftsGoLong) {
 
 }  // namespace
 }  // namespace qwenrt
+
+namespace qwenrt {
+namespace {
+
+// bench --accept-rate: each draft accepted with the forced probability whatever the model says
+// (the mechanics at a chosen acceptance, on random weights): all at 1, none at 0, about half at 0.5.
+TEST(ForcedAcceptance, AcceptsDraftsAtTheForcedRate) {
+  const Qwen35Model m = Qwen35Model::load(demo_dir());
+  ThreadPool pool(2);
+  const std::vector<int32_t> prompt = {11, 400, 27, 3000, 5, 812, 99, 1024};
+  for (double rate : {0.0, 0.5, 1.0}) {
+    SampledGenerationOptions o;
+    o.sampling.temperature = 0.0f;
+    o.max_tokens = 60;
+    o.speculative = true;
+    o.speculation = {3, false, rate};
+    ModelCache cache = m.new_cache(1);
+    const GenerationStats st =
+        generate_sampled(m, cache, cache.acquire(), prompt, o, [](const SampledToken&) { return true; }, pool);
+    const SpeculationStats& s = st.speculation;
+    EXPECT_EQ(st.generated_tokens, 60);
+    EXPECT_EQ(s.tokens, s.steps + s.accepted);
+    ASSERT_GT(s.drafted, 0);
+    const double got = static_cast<double>(s.accepted_at[1]) / static_cast<double>(s.drafted_at[1]);
+    if (rate == 0.0) EXPECT_EQ(s.accepted, 0);
+    if (rate == 1.0) EXPECT_GE(got, 0.9);  // all but a last round cut short by max_tokens
+    if (rate == 0.5) EXPECT_NEAR(got, 0.5, 0.3);
+  }
+}
+
+}  // namespace
+}  // namespace qwenrt

@@ -118,6 +118,15 @@ Act CpuOps::moe(const MoeWeights& w, const Act& x) {
   return y;
 }
 
+Act CpuOps::hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) {
+  if (!ctx_.layout.hidden_all) return logit_rows;
+  const int64_t T = x.rows, H = x.cols;
+  const float eps = static_cast<float>(ctx_.config.rms_norm_eps);
+  Act y = buffer(Part::HiddenRows, 0, T, H);
+  for (int64_t r = 0; r < T; ++r) cpu::rms_norm(x.as<float>() + r * x.ld, w.data(), y.as<float>() + r * H, H, eps);
+  return y;
+}
+
 Act CpuOps::norm_logit_rows(const Act& x, const ParamVector& w) {
   const auto& rows = ctx_.layout.logit_rows;
   const int64_t H = x.cols;

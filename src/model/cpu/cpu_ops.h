@@ -24,6 +24,7 @@ class CpuOps final : public Ops {
   Act gated_attention(const AttentionWeights& w, int attn_layer, const Act& qg, const Act& k, const Act& v) override;
   Act moe(const MoeWeights& w, const Act& x) override;
   Act norm_logit_rows(const Act& x, const ParamVector& w) override;
+  Act hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) override;
   Act given_hidden() override;
   Act concat(Part part, const Act& a, const Act& b) override;
 

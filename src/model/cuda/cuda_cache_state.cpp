@@ -17,7 +17,7 @@ CudaCacheState& CudaCacheState::of(ModelCache& cache, const ModelConfig& c, cuda
   static uint64_t serials = 0;
   s->serial = ++serials;
   s->stream = stream;
-  const int64_t n_gdn = c.count(LayerKind::LinearAttention), n_attn = c.count(LayerKind::FullAttention);
+  const int64_t n_gdn = cache.deltanet_layers(), n_attn = cache.attention_layers();
   // The ring keeps K rows; recurrent states start on a 16-byte boundary (moved in float4s).
   s->conv_floats = (c.linear_conv_kernel * c.conv_dim() + 3) / 4 * 4;
   s->gdn_layer_floats = s->conv_floats + c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
@@ -73,6 +73,26 @@ void CudaCacheState::load_state(int slot, const float* src) {
 void CudaCacheState::copy_state(int from, int to) {
   if (slot_floats == 0) return;
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(gdn.as<float>() + to * slot_floats, gdn.as<float>() + from * slot_floats,
+                                    static_cast<std::size_t>(slot_floats) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
+
+float* CudaCacheState::kept_states(int slot, int rows) {
+  Kept& k = kept_[slot];
+  if (k.rows < rows) {
+    k.states = cuda::DeviceBuffer(static_cast<std::size_t>(rows * slot_floats) * sizeof(float));
+    QWENRT_CUDA_CHECK(cudaMemsetAsync(k.states.get(), 0, static_cast<std::size_t>(rows * slot_floats) * sizeof(float), stream));
+    k.rows = rows;
+  }
+  k.filled = rows;
+  return k.states.as<float>();
+}
+
+void CudaCacheState::restore_row_state(int slot, int row) {
+  if (slot_floats == 0) return;
+  const auto it = kept_.find(slot);
+  if (it == kept_.end() || row < 0 || row >= it->second.filled) fail("internal: slot ", slot, " kept no DeltaNet state for its row ", row);
+  QWENRT_CUDA_CHECK(cudaMemcpyAsync(gdn.as<float>() + slot * slot_floats, it->second.states.as<float>() + row * slot_floats,
                                     static_cast<std::size_t>(slot_floats) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
 }
 

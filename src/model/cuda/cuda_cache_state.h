@@ -2,9 +2,11 @@
 // The tensors of a ModelCache on one GPU: per slot all DeltaNet layers' conv rings and recurrent
 // states (one contiguous range, zeroed when a sequence starts), per attention layer a K and a V pool
 // of bf16 blocks that grows with the cache's block ids. The cache keeps the bookkeeping on the host.
+// The layer counts are the cache's (the model's, or the MTP block's one attention layer).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "backend/cuda/runtime/device_buffer.h"
@@ -33,6 +35,19 @@ struct CudaCacheState final : DeviceCacheState {
   void save_state(int slot, float* dst) override;
   void load_state(int slot, const float* src) override;
   void copy_state(int from, int to) override;
+
+  // Speculation: per armed slot, room for `rows` whole slot states (zeroed when made, so a restored
+  // state's padding matches a slot's), where a step's DeltaNet layers copy the state after each row.
+  float* kept_states(int slot, int rows);
+  void restore_row_state(int slot, int row) override;
+
+ private:
+  struct Kept {
+    cuda::DeviceBuffer states;
+    int rows = 0;    // room
+    int filled = 0;  // rows the last armed step kept
+  };
+  std::map<int, Kept> kept_;
 };
 
 }  // namespace qwenrt

@@ -99,11 +99,19 @@ StepIo& CudaForward::free_entry() {
 }
 
 void CudaForward::forward(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out) {
+  logits_step(step, lay, cache, graph, out, false);
+}
+
+void CudaForward::mtp_forward(const Step& step, const RowLayout& lay, ModelCache& mtp_cache, const Qwen35Graph& graph, StepOutput& out) {
+  logits_step(step, lay, mtp_cache, graph, out, true);
+}
+
+void CudaForward::logits_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out, bool mtp) {
   for (const StepIo& io : io_)
     if (io.busy) fail("forward: greedy steps are still in flight; collect them first");
-  const GraphOutputs g = enqueue_step(step, lay, cache, graph, free_entry(), false);
+  const GraphOutputs g = enqueue_step(step, lay, cache, graph, free_entry(), false, mtp);
   const std::size_t nl = static_cast<std::size_t>(g.logits.rows * g.logits.cols);
-  const std::size_t nh = step.hidden ? static_cast<std::size_t>(g.hidden.rows * g.hidden.cols) : 0;
+  const std::size_t nh = step.hidden || step.hidden_all ? static_cast<std::size_t>(g.hidden.rows * g.hidden.cols) : 0;
   // Logits (f32), the hidden rows (bf16 on the GPU) and the step's health word in one pinned
   // buffer, one wait.
   const std::size_t at_health = (nl * sizeof(float) + nh * sizeof(uint16_t) + 7) / 8 * 8;
@@ -164,14 +172,29 @@ void CudaForward::wait_argmax(int entry, std::vector<int32_t>& tokens) {
   check_step_health(health, config_, io.layout);
 }
 
-GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax) {
+GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax,
+                                       bool mtp) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
   // The last step through this entry must be done with its pinned buffers before they are written
   // again (a step that threw after enqueuing work drained the stream; see below).
   QWENRT_CUDA_CHECK(cudaEventSynchronize(io.done));
   CudaCacheState& cs = CudaCacheState::of(cache, config_, stream_);
+  // Slots armed for speculation: where each of their rows' DeltaNet states go.
+  std::vector<unsigned long long> keep;
+  for (const auto& sp : lay.spans) {
+    const int armed = cache.kept_rows(sp.slot);
+    if (armed == 0 || cs.slot_floats == 0) continue;
+    if (lay.phase == Phase::Window) fail("internal: a slot kept for speculation runs a window step (verify in the committed phase)");
+    if (sp.start_position != cache.kept_rows_start(sp.slot) || sp.rows > armed)
+      fail("internal: slot ", sp.slot, " was armed for ", armed, " rows from position ", cache.kept_rows_start(sp.slot), ", the step gives ", sp.rows,
+           " from ", sp.start_position);
+    if (keep.empty()) keep.assign(static_cast<std::size_t>(lay.total_rows), 0);
+    float* base = cs.kept_states(sp.slot, armed);
+    for (int64_t r = 0; r < sp.rows; ++r)
+      keep[static_cast<std::size_t>(sp.first_row + r)] = reinterpret_cast<unsigned long long>(base + r * cs.slot_floats);
+  }
   StepShape shape;
-  const StepRows rows = pack_step(step, lay, cache, use_graphs_, argmax, shape, io_, io, *scratch_, stream_);
+  const StepRows rows = pack_step(step, lay, cache, use_graphs_ && !mtp, argmax, shape, keep, io_, io, *scratch_, stream_);
   step_health_ = rows.health;
   // A sequence starting afresh starts from zero state, whatever the slot held before.
   for (const auto& sp : lay.spans)
@@ -181,7 +204,7 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   // A bounded pool (the server's, sized at start-up) is allocated whole on first use.
   cs.reserve_blocks(cache.max_blocks() > 0 ? cache.max_blocks() : cache.block_count(), stream_);
   window_.reset();
-  if (lay.phase != Phase::Decode && config_.count(LayerKind::LinearAttention) > 0) {
+  if (lay.phase == Phase::Window && cs.slot_floats > 0) {
     std::vector<cuda::DeltaNetSpan> spans;
     for (const auto& sp : lay.spans)
       spans.push_back({static_cast<int32_t>(sp.first_row), static_cast<int32_t>(sp.rows), static_cast<int32_t>(sp.start_position),
@@ -192,12 +215,12 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
         std::make_unique<cuda::DeltaNetWindow>(cuda::plan_deltanet_window(spans, nk, nv, scratch_->deltanet_window.get<std::byte>(ws), ws, stream_));
   }
 
-  const CudaStepContext ctx{config_, graph.weights(), step, lay, rows, shape, cs, window_.get(), *scratch_, cublas_, profiler_, stream_};
+  const CudaStepContext ctx{config_, graph.weights(), step, lay, rows, shape, cs, window_.get(), *scratch_, cublas_, profiler_, stream_, deterministic_};
   // The whole step, from the copy of its metadata to the picks: what a captured graph holds.
   auto enqueue = [&]() -> GraphOutputs {
     cuda::copy_in_kernel(rows.meta_src, rows.meta_dst, rows.meta_bytes, stream_);
     CudaOps ops(ctx);
-    const GraphOutputs out = graph.run(ops);
+    const GraphOutputs out = mtp ? graph.run_mtp(ops) : graph.run(ops);
     if (argmax) {
       const int64_t R = out.logits.rows, V = out.logits.cols;
       const std::size_t ws_bytes = cuda::argmax_workspace_bytes(R, V);

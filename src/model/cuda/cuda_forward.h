@@ -28,16 +28,22 @@ class CudaForward final : public DeviceForward {
   static std::string unsupported(const ModelConfig& config);
 
   void forward(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out) override;
+  void mtp_forward(const Step& step, const RowLayout& layout, ModelCache& mtp_cache, const Qwen35Graph& graph, StepOutput& out) override;
   int enqueue_argmax(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph) override;
   void wait_argmax(int entry, std::vector<int32_t>& tokens) override;
   std::string describe() const override;
+  void set_deterministic(bool on) override { deterministic_ = on; }
   std::size_t free_memory_bytes() const override;
 
  private:
   StepIo& free_entry();  // a host-side entry not in flight
   // Packs the step into `io`, plans its DeltaNet window and enqueues the graph (eagerly or from a
   // captured CUDA graph), with each wanted row's argmax into io.picks_host when `argmax`.
-  GraphOutputs enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax);
+  // `mtp`: the step runs the MTP block (eagerly) rather than the model.
+  GraphOutputs enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax,
+                            bool mtp = false);
+  // Runs a logits step and brings its logits and hidden rows home into `out`.
+  void logits_step(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out, bool mtp);
 
   int device_;
   std::string device_name_;
@@ -49,6 +55,7 @@ class CudaForward final : public DeviceForward {
   std::unique_ptr<cuda::DeltaNetWindow> window_;  // the DeltaNet layout of the current window step
   GraphCache graphs_;
   bool use_graphs_ = true;  // QWENRT_CUDA_GRAPHS=0 runs every step eagerly
+  bool deterministic_ = false;
   // QWENRT_CUDA_PROFILE=1: GPU time per part of the forward pass, printed to stderr at the end
   // (steps then run eagerly).
   cuda::StreamProfiler profiler_;

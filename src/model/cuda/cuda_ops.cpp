@@ -150,9 +150,15 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
     if (t.w->quantized()) quant.push_back({device_quant(*t.w), t.y, t.ldy, t.accumulate});
     else dense.push_back(t);
   }
-  if (!quant.empty() && n <= kDecodeRows) {
+  // (Deterministic mode: the head over a window step's last rows goes row by row too.)
+  const bool invariant = row_invariant() || (c_.deterministic && n != c_.layout.total_rows);
+  if (!quant.empty() && (n <= kDecodeRows || invariant)) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinnyQuant);
-    cuda::skinny_quant_gemm(xb, n, k, ldx, quant, c_.stream);
+    for (int64_t r0 = 0; r0 < n; r0 += kDecodeRows) {
+      std::vector<cuda::QuantSegment> rows = quant;
+      for (auto& q : rows) q.y += r0 * q.ldy;
+      cuda::skinny_quant_gemm(xb + r0 * ldx, std::min(kDecodeRows, n - r0), k, ldx, rows, c_.stream);
+    }
   } else if (!quant.empty()) {
     if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kDequantCublas);
@@ -162,17 +168,21 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
       for (int64_t r0 = 0; r0 < q.w.rows; r0 += slice) {
         const int64_t rows = std::min(slice, q.w.rows - r0);
         cuda::dequantize_rows(q.w, r0, rows, wb, c_.stream);
-        c_.cublas->gemm(xb, n, k, ldx, wb, rows, q.y + r0, q.ldy, q.accumulate, c_.stream);
+        for_row_ranges(n, [&](int64_t b, int64_t m) { c_.cublas->gemm(xb + b * ldx, m, k, ldx, wb, rows, q.y + b * q.ldy + r0, q.ldy, q.accumulate, c_.stream); });
       }
     }
   }
   if (dense.empty()) return;
-  if (n <= kDecodeRows) {
-    // Decode rows: one weight-streaming launch for all targets.
+  if (n <= kDecodeRows || invariant) {
+    // Decode rows: one weight-streaming launch for all targets (more rows, row-invariant: per 64
+    // rows, each row's sums in the order of a lone decode row).
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinny);
-    std::vector<cuda::GemmSegment> segs;
-    for (const auto& t : dense) segs.push_back({device_bf16(*t.w), t.w->rows, t.y, t.ldy, t.accumulate});
-    cuda::skinny_gemm(xb, n, k, ldx, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(n, k, segs)));
+    for (int64_t r0 = 0; r0 < n; r0 += cuda::kSkinnyGemmMaxRows) {
+      const int64_t rows = std::min(cuda::kSkinnyGemmMaxRows, n - r0);
+      std::vector<cuda::GemmSegment> segs;
+      for (const auto& t : dense) segs.push_back({device_bf16(*t.w), t.w->rows, t.y + r0 * t.ldy, t.ldy, t.accumulate});
+      cuda::skinny_gemm(xb + r0 * ldx, rows, k, ldx, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(rows, k, segs)));
+    }
     return;
   }
   if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
@@ -183,7 +193,10 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
   const Weight* last = nullptr;  // its last weight
   int64_t rows = 0;
   auto flush = [&] {
-    if (run) c_.cublas->gemm(xb, n, k, ldx, device_bf16(*run->w), rows, run->y, run->ldy, run->accumulate, c_.stream);
+    if (run)
+      for_row_ranges(n, [&](int64_t b, int64_t m) {
+        c_.cublas->gemm(xb + b * ldx, m, k, ldx, device_bf16(*run->w), rows, run->y + b * run->ldy, run->ldy, run->accumulate, c_.stream);
+      });
   };
   for (const auto& t : dense) {
     if (run && follows(*last, *t.w) && t.y == run->y + rows && t.ldy == run->ldy && t.accumulate == run->accumulate) {
@@ -263,10 +276,13 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
     return out;
   }
   const Act xn = rms_norm(Part::Norm, h, w);
-  if (T <= kDecodeRows) {
+  if (T <= kDecodeRows || row_invariant()) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinny);
-    cuda::skinny_gemm_swiglu(xn.as<bf16>(), T, H, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
-                             c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
+    for (int64_t r0 = 0; r0 < T; r0 += cuda::kSkinnyGemmMaxRows) {
+      const int64_t rows = std::min(cuda::kSkinnyGemmMaxRows, T - r0);
+      cuda::skinny_gemm_swiglu(xn.as<bf16>() + r0 * H, rows, H, H, device_bf16(gate), device_bf16(up), I, act + r0 * I, I, c_.stream,
+                               c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(rows, H, I)));
+    }
     return out;
   }
   // Prompt rows: gate and up rounded to bf16 by cuBLAS (as a bf16 model computes them), which halves
@@ -275,12 +291,16 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
   {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up", c_.stream, kCublas);
     if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
-    if (follows(gate, up)) {
-      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(gate), 2 * I, gu, 2 * I, c_.stream);  // one product
-    } else {
-      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(gate), I, gu, 2 * I, c_.stream);
-      c_.cublas->gemm(xn.as<bf16>(), T, H, H, device_bf16(up), I, gu + I, 2 * I, c_.stream);
-    }
+    for_row_ranges(T, [&](int64_t b, int64_t m) {
+      const bf16* x = xn.as<bf16>() + b * H;
+      bf16* y = gu + b * 2 * I;
+      if (follows(gate, up)) {
+        c_.cublas->gemm(x, m, H, H, device_bf16(gate), 2 * I, y, 2 * I, c_.stream);  // one product
+      } else {
+        c_.cublas->gemm(x, m, H, H, device_bf16(gate), I, y, 2 * I, c_.stream);
+        c_.cublas->gemm(x, m, H, H, device_bf16(up), I, y + I, 2 * I, c_.stream);
+      }
+    });
   }
   const cuda::StreamProfiler::Scope scope(c_.profiler, "swiglu", c_.stream);
   cuda::swiglu_rows(gu, 2 * I, act, I, T, I, c_.stream);
@@ -315,12 +335,26 @@ Act CudaOps::gated_deltanet(const DeltaNetWeights& w, int gdn_layer, const Act& 
   args.b = b.as<float>();
   args.a = a.as<float>();
   args.out = o;
-  if (c_.layout.phase == Phase::Decode) {
+  if (c_.layout.phase != Phase::Window) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet step", c_.stream);
     args.slots = c_.rows.row_slot;
     args.positions = c_.rows.pos64;
-    args.B = static_cast<int>(T);
-    cuda::deltanet_decode(args, c_.stream);
+    args.keep = c_.rows.keep;
+    args.keep_conv_offset = gdn_layer * c_.cache.gdn_layer_floats;
+    args.keep_rec_offset = args.keep_conv_offset + c_.cache.conv_floats;
+    if (c_.layout.phase == Phase::Decode) {
+      args.B = static_cast<int>(T);
+      cuda::deltanet_decode(args, c_.stream);
+    } else {
+      // Committed rows: row j of every sequence in launch j, each launch the decode step of its rows.
+      const int32_t* launch_rows = c_.rows.committed_rows;
+      for (int n : committed_launch_rows(c_.layout)) {
+        args.rows = launch_rows;
+        args.B = n;
+        cuda::deltanet_decode(args, c_.stream);
+        launch_rows += n;
+      }
+    }
   } else {
     // Windows: the chunked form over all spans at once (laid out once per step by the executor).
     const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet chunked", c_.stream);
@@ -348,7 +382,7 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   const cuda::AttentionRows rows{c_.rows.pos32, c_.rows.row_seq, T};
   const cuda::QkNormRope norm{device_f32(w.q_norm), device_f32(w.k_norm), static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim),
                               c.rope_theta};
-  const bool decode = c_.layout.phase == Phase::Decode;
+  const bool decode = c_.layout.phase != Phase::Window;  // committed rows: each query a decode row (its own table row)
   const cuda::StreamProfiler::Scope scope(c_.profiler, decode ? "attention decode" : "attention prefill", c_.stream);
   cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
   if (decode) {
@@ -407,16 +441,51 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
     cuda::moe_route(logits, ld, T, ex, ids, weights, c_.stream);
   }
   float* y = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * H), 0);
-  if (T <= cuda::kMoeDecodeRows) {
+  if (T <= cuda::kMoeDecodeRows || row_invariant()) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (decode)", c_.stream);
-    bf16* act = c_.scratch.moe_work.get<bf16>(cuda::moe_decode_act_bytes(T, ex) / sizeof(bf16));
-    cuda::moe_decode(x.as<bf16>(), x.ld, T, ex, ids, weights, act, y, H, false, c_.stream);
+    const int64_t chunk = cuda::kMoeDecodeRows;
+    bf16* act = c_.scratch.moe_work.get<bf16>(cuda::moe_decode_act_bytes(std::min(T, chunk), ex) / sizeof(bf16));
+    for (int64_t r0 = 0; r0 < T; r0 += chunk)
+      cuda::moe_decode(x.as<bf16>() + r0 * x.ld, x.ld, std::min(chunk, T - r0), ex, ids + r0 * slots, weights + r0 * slots, act, y + r0 * H, H,
+                       false, c_.stream);
   } else {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (grouped)", c_.stream);
     void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_window_scratch_bytes(T, ex));
     cuda::moe_window(x.as<bf16>(), x.ld, T, ex, ids, weights, scratch, y, H, false, c_.stream);
   }
   return {y, ActType::F32, T, H, H};
+}
+
+Act CudaOps::hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) {
+  if (!c_.layout.hidden_all) return logit_rows;
+  const int64_t T = x.rows, H = x.cols;
+  bf16* y = c_.scratch.part<bf16>(Part::HiddenRows, static_cast<std::size_t>(T * H));
+  cuda::rms_norm_rows(x.as<float>(), x.ld, device_f32(w), y, H, T, H, static_cast<float>(c_.config.rms_norm_eps), c_.stream, nullptr,
+                      {c_.rows.health, final_norm_site(c_.config)});
+  return {y, ActType::BF16, T, H, H};
+}
+
+Act CudaOps::given_hidden() {
+  const int64_t T = c_.layout.total_rows, H = c_.config.hidden_size;
+  float* h = c_.scratch.part<float>(Part::MtpConcat, static_cast<std::size_t>(T * H), 1);
+  // MTP steps run eagerly (they take host rows), so pageable copies in the stream are fine here.
+  for (std::size_t i = 0; i < c_.step.sequences.size(); ++i) {
+    const StepSequence& s = c_.step.sequences[i];
+    const auto& sp = c_.layout.spans[i];
+    if (s.hidden_in.size() != static_cast<std::size_t>(sp.rows * H)) fail("internal: an MTP step without its hidden rows");
+    QWENRT_CUDA_CHECK(cudaMemcpyAsync(h + sp.first_row * H, s.hidden_in.data(), s.hidden_in.size() * sizeof(float), cudaMemcpyHostToDevice, c_.stream));
+  }
+  return {h, ActType::F32, T, H, H};
+}
+
+Act CudaOps::concat(Part part, const Act& a, const Act& b) {
+  if (a.type != b.type || a.rows != b.rows) fail("internal: concat of rows of different types or counts");
+  const std::size_t es = a.type == ActType::BF16 ? sizeof(bf16) : sizeof(float);
+  const int64_t T = a.rows, W = a.cols + b.cols;
+  std::byte* y = c_.scratch.part<std::byte>(part, static_cast<std::size_t>(T * W) * es);
+  QWENRT_CUDA_CHECK(cudaMemcpy2DAsync(y, W * es, a.data, a.ld * es, a.cols * es, T, cudaMemcpyDeviceToDevice, c_.stream));
+  QWENRT_CUDA_CHECK(cudaMemcpy2DAsync(y + a.cols * es, W * es, b.data, b.ld * es, b.cols * es, T, cudaMemcpyDeviceToDevice, c_.stream));
+  return {y, a.type, T, W, W};
 }
 
 Act CudaOps::norm_logit_rows(const Act& x, const ParamVector& w) {

@@ -38,6 +38,7 @@ struct CudaStepContext {
   std::unique_ptr<cuda::CublasGemm>& cublas;  // loaded on the first product of more than 8 rows
   cuda::StreamProfiler& profiler;
   cudaStream_t stream;
+  bool deterministic = false;  // Qwen35Model::set_deterministic
 };
 
 class CudaOps final : public Ops {
@@ -53,6 +54,10 @@ class CudaOps final : public Ops {
   Act gated_attention(const AttentionWeights& w, int attn_layer, const Act& qg, const Act& k, const Act& v) override;
   Act moe(const MoeWeights& w, const Act& x) override;
   Act norm_logit_rows(const Act& x, const ParamVector& w) override;
+  Act hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) override;
+  // The MTP block's inputs: the main model's hidden rows from the step, and [a | b].
+  Act given_hidden() override;
+  Act concat(Part part, const Act& a, const Act& b) override;
 
   // Fused: the norm inside the weight-streaming product for one or two rows, the residual added by
   // the product, gate/up and SwiGLU in one launch.
@@ -72,6 +77,17 @@ class CudaOps final : public Ops {
   std::vector<Act> outputs(Part part, int64_t rows, std::initializer_list<const Weight*> weights);
   void product(Part part, const Act& x, const std::vector<Target>& targets);
   bool fused_norm(int64_t rows) const;
+  // Committed steps compute each row as a lone decode row would, bit for bit: products and experts
+  // through the decode kernels (up to 64 rows a launch, 8 quantized or MoE), whatever the row count. So do all but window rows in
+  // deterministic mode (the head of a window step included).
+  bool row_invariant() const { return c_.layout.phase == Phase::Committed || (c_.deterministic && c_.layout.phase == Phase::Decode); }
+  // Calls f(first, rows) over [0, n): once, or, for a window step's rows in deterministic mode, per
+  // sequence (a prompt's rows then go through cuBLAS in products of their own, whatever else runs).
+  template <typename F>
+  void for_row_ranges(int64_t n, F f) const {
+    if (!(c_.deterministic && c_.layout.phase == Phase::Window && n == c_.layout.total_rows)) return f(int64_t{0}, n);
+    for (const auto& sp : c_.layout.spans) f(sp.first_row, sp.rows);
+  }
   // Where the next norm reports non-finite rows (the step's health word, this norm's site).
   cuda::NonFiniteProbe norm_probe();
   const CudaStepContext& c_;

@@ -193,10 +193,7 @@ void bind(ModelWeights& weights, Uploader& up, bool record) {
     const float* b = up.vector(v);
     if (record) v.bound = b;
   };
-  matrix(weights.embed);
-  matrix(weights.lm_head);
-  vector(weights.final_norm);
-  for (auto& L : weights.layers) {
+  auto layer = [&](LayerWeights& L) {
     vector(L.input_norm);
     vector(L.post_norm);
     if (L.kind == LayerKind::LinearAttention) {
@@ -211,6 +208,15 @@ void bind(ModelWeights& weights, Uploader& up, bool record) {
     } else {
       bind_moe(L.moe, up, record);
     }
+  };
+  matrix(weights.embed);
+  matrix(weights.lm_head);
+  vector(weights.final_norm);
+  for (auto& L : weights.layers) layer(L);
+  if (MtpWeights& m = weights.mtp; m.present) {  // the MTP block (speculative decoding)
+    matrix(m.fc);
+    for (ParamVector* v : {&m.pre_fc_norm_embedding, &m.pre_fc_norm_hidden, &m.norm}) vector(*v);
+    layer(m.layer);
   }
 }
 

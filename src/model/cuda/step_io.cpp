@@ -43,8 +43,18 @@ class MetadataPacker {
 
 }  // namespace
 
+std::vector<int> committed_launch_rows(const RowLayout& lay) {
+  std::vector<int> counts;
+  for (const auto& sp : lay.spans) {
+    if (static_cast<int64_t>(counts.size()) < sp.rows) counts.resize(static_cast<std::size_t>(sp.rows), 0);
+    for (int64_t j = 0; j < sp.rows; ++j) ++counts[static_cast<std::size_t>(j)];
+  }
+  return counts;
+}
+
 StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cache, bool graphs, bool argmax, StepShape& shape,
-                   std::array<StepIo, 2>& entries, StepIo& io, ScratchArena& scratch, cudaStream_t stream) {
+                   const std::vector<unsigned long long>& keep, std::array<StepIo, 2>& entries, StepIo& io, ScratchArena& scratch,
+                   cudaStream_t stream) {
   const int64_t T = lay.total_rows;
   shape.block_size = cache.block_size();
   shape.max_blocks_per_seq = 1;
@@ -55,32 +65,46 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   }
   // Decode steps of up to kDecodeRows rows replay a captured graph. Everything a graph bakes in must
   // then repeat from step to step: the length bound and table stride go up in powers of two.
-  shape.graphable = graphs && lay.phase == Phase::Decode && !step.all_logits && !step.hidden && !lay.given_embeddings && T <= kDecodeRows;
+  // (Steps keeping DeltaNet states for speculation run eagerly: a graph bakes whether they are kept.)
+  shape.graphable =
+      graphs && lay.phase == Phase::Decode && !step.all_logits && !step.hidden && !step.hidden_all && !lay.given_embeddings && keep.empty() && T <= kDecodeRows;
   if (shape.graphable) {
     shape.max_len = std::max<int64_t>(64, next_pow2(shape.max_len));
     shape.max_blocks_per_seq = std::max(shape.max_blocks_per_seq, static_cast<int>((shape.max_len + shape.block_size - 1) / shape.block_size));
   }
   if (shape.max_len > (int64_t{1} << 31) - 1) fail("sequence too long for the CUDA attention kernels");
 
-  // Tokens, per-row position / slot / sequence, block tables (one row per span), wanted rows.
+  // Tokens, per-row position / slot / sequence, block tables (one row per span; per row in a
+  // committed step, whose attention runs the decode kernel, a row for each query), wanted rows.
+  const bool committed = lay.phase == Phase::Committed;
   std::vector<int32_t> tokens, from, pos32, row_slot, row_seq, span_first;
   std::vector<int64_t> pos64;
-  std::vector<int32_t> tables(lay.spans.size() * static_cast<std::size_t>(shape.max_blocks_per_seq), 0);
+  const std::size_t stride = static_cast<std::size_t>(shape.max_blocks_per_seq);
+  std::vector<int32_t> tables((committed ? static_cast<std::size_t>(T) : lay.spans.size()) * stride, 0);
   for (std::size_t i = 0; i < lay.spans.size(); ++i) {
     const auto& sp = lay.spans[i];
     const auto& tab = cache.block_table(sp.slot);
     span_first.push_back(static_cast<int32_t>(sp.first_row));
-    std::copy(tab.begin(), tab.end(), tables.begin() + static_cast<long>(i * static_cast<std::size_t>(shape.max_blocks_per_seq)));
+    if (!committed) std::copy(tab.begin(), tab.end(), tables.begin() + static_cast<long>(i * stride));
     for (int64_t r = 0; r < sp.rows; ++r) {
       tokens.push_back(step.sequences[i].tokens[static_cast<std::size_t>(r)]);
       from.push_back(step.sequences[i].from_previous);
       pos32.push_back(static_cast<int32_t>(sp.start_position + r));
       pos64.push_back(sp.start_position + r);
       row_slot.push_back(sp.slot);
-      row_seq.push_back(static_cast<int32_t>(i));
+      if (committed) std::copy(tab.begin(), tab.end(), tables.begin() + static_cast<long>(static_cast<std::size_t>(sp.first_row + r) * stride));
+      row_seq.push_back(static_cast<int32_t>(committed ? sp.first_row + r : static_cast<int64_t>(i)));
     }
   }
   span_first.push_back(static_cast<int32_t>(T));
+  std::vector<int32_t> committed_rows;
+  if (committed) {
+    const std::vector<int> counts = committed_launch_rows(lay);
+    for (std::size_t j = 0; j < counts.size(); ++j)
+      for (const auto& sp : lay.spans)
+        if (sp.rows > static_cast<int64_t>(j)) committed_rows.push_back(static_cast<int32_t>(sp.first_row + static_cast<int64_t>(j)));
+  }
+  if (!keep.empty() && keep.size() != static_cast<std::size_t>(T)) fail("internal: kept states for ", keep.size(), " of ", T, " rows");
   std::vector<int32_t> logit_rows(lay.logit_rows.begin(), lay.logit_rows.end());
   const std::vector<unsigned long long> health{cuda::kStepHealthy};  // copied in each step: the reset
   const int64_t R = static_cast<int64_t>(logit_rows.size());
@@ -90,7 +114,8 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   MetadataPacker packer;
   const std::size_t at_tokens = packer.add(tokens), at_from = packer.add(from), at_pos32 = packer.add(pos32), at_pos64 = packer.add(pos64),
                     at_slot = packer.add(row_slot), at_seq = packer.add(row_seq), at_first = packer.add(span_first), at_tables = packer.add(tables),
-                    at_logit_rows = packer.add(logit_rows), at_health = packer.add(health);
+                    at_logit_rows = packer.add(logit_rows), at_health = packer.add(health), at_committed = packer.add(committed_rows),
+                    at_keep = packer.add(keep);
   auto grow = [](cuda::PinnedBuffer& buf, std::size_t bytes) {
     const void* before = buf.get<std::byte>(0);
     if (buf.get<std::byte>(bytes) != before) bump_memory_epoch();
@@ -112,6 +137,8 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   rows.logit_rows = at(at_logit_rows);
   rows.block_tables = at(at_tables);
   rows.pos64 = reinterpret_cast<const int64_t*>(meta + at_pos64);
+  rows.committed_rows = committed ? at(at_committed) : nullptr;
+  rows.keep = keep.empty() ? nullptr : reinterpret_cast<const unsigned long long*>(meta + at_keep);
   rows.picks = scratch.picks_for(R, stream);
   rows.meta_src = io.meta_host.device_view<std::byte>();
   rows.meta_dst = meta;

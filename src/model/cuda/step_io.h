@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "backend/cuda/ptx/non_finite_probe.h"
 #include "backend/cuda/runtime/pinned_buffer.h"
@@ -32,6 +33,12 @@ struct StepIo {
 struct StepRows {
   const int32_t *tokens, *from, *pos32, *row_slot, *row_seq, *span_first, *logit_rows, *block_tables;
   const int64_t* pos64;
+  // Committed steps: the DeltaNet recurrence's launches, row j of every sequence that has one, for
+  // j = 0, 1, ... back to back (committed_launch_rows gives each launch's share); else null.
+  const int32_t* committed_rows;
+  // Per row, where the DeltaNet layers copy the slot's state after it (0: not kept); see
+  // cuda::DeltaNetDecodeArgs::keep. Null when no row is kept.
+  const unsigned long long* keep;
   int32_t* picks;  // the step's argmax per wanted row, where the next step's embedding may look
   // The packed metadata in pinned memory, where the step's first kernel copies it from, and to.
   const std::byte* meta_src;
@@ -55,9 +62,16 @@ struct StepShape {
   bool graphable = false;      // a decode step replayed from a captured graph
 };
 
+// A committed step's DeltaNet launches: how many rows launch j takes (the sequences with more than
+// j rows), j = 0, 1, ...
+std::vector<int> committed_launch_rows(const RowLayout& layout);
+
 // Fills `shape` and packs the step's metadata into `io` (every entry of `entries` grown alike: a
 // growth moves what graphs bake, one new memory epoch for both) and returns the device view.
+// `keep`: per row, the address its kept DeltaNet state goes to (0: none), or empty when no row is
+// kept. Committed steps give each row its own block table row (they run the decode kernels).
 StepRows pack_step(const Step& step, const RowLayout& layout, const ModelCache& cache, bool graphs, bool argmax, StepShape& shape,
-                   std::array<StepIo, 2>& entries, StepIo& io, ScratchArena& scratch, cudaStream_t stream);
+                   const std::vector<unsigned long long>& keep, std::array<StepIo, 2>& entries, StepIo& io, ScratchArena& scratch,
+                   cudaStream_t stream);
 
 }  // namespace qwenrt

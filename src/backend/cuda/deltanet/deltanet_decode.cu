@@ -69,14 +69,17 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
   __shared__ float q_s[kDk], k_s[kDk], v_s[kDv], silu_z_s[kDv], norm_w_s[kDv];
   __shared__ float qk_scratch[2][kWarps], o_scratch[1][kWarps];
 
-  const int hv = blockIdx.x, row = blockIdx.y;
+  const int hv = blockIdx.x;
+  const int row = p.rows ? p.rows[blockIdx.y] : static_cast<int>(blockIdx.y);
   const int ratio = p.nv / p.nk, hk = hv / ratio;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int cg = 8 * warp + lane % 8, rg = lane / 8;  // this thread's columns 4cg.., rows 4r + rg
   // Before the wait on the kernel ahead, everything this step's projections do not produce: the
   // row's slot and position (uploaded before the step's first kernel), the state and the conv ring
   // (last written by this kernel one step earlier) and the weights. The state's 32 loads per thread
-  // are then in flight while the kernel ahead finishes.
+  // are then in flight while the kernel ahead finishes. A committed launch's kernel ahead may be
+  // this kernel for the row before: it waits first.
+  if (p.rows) chained_kernel_start();
   const int64_t slot = p.slots[row], pos = p.positions[row];
 
   // Read once and written once per step, so the state is streamed (evict-first) rather than kept in
@@ -131,6 +134,18 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
     mixed[c] = silu(past[c] + w_new[c] * x_new[c]);
     if (c == 2 || stores_qk) ring[own * conv_dim + channel[c]] = x_new[c];
   }
+  // Speculation: the ring as it stands after this row, each channel copied by the block that writes
+  // it (every ring row: the others are what the next row reads).
+  float* keep = p.keep && p.keep[row] ? reinterpret_cast<float*>(p.keep[row]) : nullptr;
+  if (keep) {
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      if (c != 2 && !stores_qk) continue;
+#pragma unroll
+      for (int r = 0; r < K; ++r)
+        keep[p.keep_conv_offset + r * conv_dim + channel[c]] = r == own ? x_new[c] : ring[r * conv_dim + channel[c]];
+    }
+  }
 
   // q, k: x · rsqrt(Σx² + 1e-6) · scale over the head, as cpu::l2_normalize.
   float ss[2] = {mixed[0] * mixed[0], mixed[1] * mixed[1]};
@@ -171,6 +186,11 @@ __global__ void __launch_bounds__(kThreads) deltanet_decode_kernel(const DeltaNe
     o.w += s[r].w * qi;
     __stcs(state4 + r * kDv, s[r]);
   }
+  if (keep) {
+    float4* keep4 = reinterpret_cast<float4*>(keep + p.keep_rec_offset + static_cast<int64_t>(hv) * kDk * kDv + rg * kDv + 4 * cg);
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) __stcs(keep4 + r * kDv, s[r]);
+  }
   o = row_group_sum(o);
 
   // Gated RMSNorm over the head's dv outputs: each column counted once (row group 0).
@@ -194,6 +214,8 @@ void deltanet_decode(const DeltaNetDecodeArgs& a, cudaStream_t stream) {
   if (a.dk != kDk || a.dv != kDv)
     fail("deltanet_decode: head dims dk ", a.dk, ", dv ", a.dv, " are not supported; the kernel is built for dk = dv = ", kDk);
   if (a.B < 1 || a.B > 65535) fail("deltanet_decode: ", a.B, " rows; it takes 1 to 65535");
+  if (a.keep && (a.keep_rec_offset % 4 != 0 || a.keep_conv_offset < 0))
+    fail("deltanet_decode: kept states need a recurrent offset that is a multiple of 4 (got ", a.keep_rec_offset, ")");
   if (a.nk < 1 || a.nv < 1 || a.nv % a.nk != 0)
     fail("deltanet_decode: ", a.nv, " value heads over ", a.nk, " key heads; needs nk >= 1 and nv a multiple of nk");
   if (a.K != K) fail("deltanet_decode: conv kernel size ", a.K, " is not supported; the kernel is built for K = ", K);

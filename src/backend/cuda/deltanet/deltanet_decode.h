@@ -48,12 +48,23 @@ struct DeltaNetDecodeArgs {
   float* rec_state = nullptr;
   int64_t rec_slot_stride = 0;  // elements between slots
 
-  // Device arrays [B]: each row's cache slot (distinct within a launch) and position (tokens before
-  // it in its sequence, >= 0).
+  // Device arrays over the step's rows: each row's cache slot and position (tokens before it in its
+  // sequence, >= 0). The slots of one launch's rows are distinct.
   const int32_t* slots = nullptr;
   const int64_t* positions = nullptr;
+  // Committed steps (several rows of a sequence, each computed as a lone decode row would be): one
+  // launch per row index j, launch j taking the step rows rows[0 .. B) (row j of each sequence that
+  // has one). Its state and conv ring are the previous launch's output, so it reads them after the
+  // wait on the kernel ahead. Null: launch row b is step row b (decode steps).
+  const int32_t* rows = nullptr;
+  // Speculation (ModelCache::keep_row_states): per step row, the address of a slot-sized state
+  // buffer (0 for none) where the layer's conv ring and recurrent state after the row are copied,
+  // at keep_conv_offset and keep_rec_offset floats (the layer's place in a slot's range). Null:
+  // nothing kept.
+  const unsigned long long* keep = nullptr;
+  int64_t keep_conv_offset = 0, keep_rec_offset = 0;
 
-  __nv_bfloat16* out = nullptr;  // [B, nv·dv]
+  __nv_bfloat16* out = nullptr;  // [step rows, nv·dv]
   int64_t ld_out = 0;
 
   int B = 0, nk = 0, nv = 0, dk = 0, dv = 0, K = 0;
