@@ -8,7 +8,7 @@
 //                and SwiGLU, one for their down products and the weighted sum: only the selected
 //                experts' weights are read, and a row's result does not depend on the other rows
 //   windows      the (row, slot) pairs grouped by expert on the device (each expert's run padded to
-//                the GEMM tile), grouped tensor-core GEMMs over all experts in one launch each
+//                the GEMM tile: 64 rows, 32 when the experts get few rows each), grouped tensor-core GEMMs over all experts in one launch each
 //                (gate/up with SwiGLU in the epilogue, then down), and a gather that adds each row's
 //                slots in slot order: no host round trip, no per-expert loop on the host
 //
@@ -25,7 +25,6 @@ constexpr int kMoeMaxExperts = 512;                       // routed experts (Qwe
 constexpr int kMoeMaxExpertsPerToken = 16;                // routed top-k
 constexpr int kMoeMaxSlots = kMoeMaxExpertsPerToken + 1;  // + the shared expert
 constexpr int64_t kMoeDecodeRows = 8;
-constexpr int kMoeTileRows = 64;  // the grouped GEMM's row tile: each expert's run is padded to it
 
 // The experts as the kernels read them, stacked: expert e's gate rows then its up rows at
 // gate_up + e·2·I·H, its down matrix [H, I] at down + e·H·I. With a shared expert it is expert

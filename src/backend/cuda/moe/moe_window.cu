@@ -24,31 +24,44 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int BM = kMoeTileRows;  // rows of a tile
-constexpr int BN = 128;           // weight rows of a tile
-constexpr int BK = 32;            // K per pipeline stage
+constexpr int BN = 128;  // weight rows of a tile
+constexpr int BK = 32;   // K per pipeline stage
 constexpr int kStages = 3;
 constexpr int kPad = 8;  // bf16 of padding per shared row: ldmatrix's eight row addresses hit distinct banks
 constexpr int kLd = BK + kPad;
-constexpr int kThreads = 128;  // 4 warps, 2 x 2, each 32 rows x 64 weight rows
 constexpr int kGroupThreads = 1024;
 constexpr std::size_t kGroupSmem = (3 * kMoeMaxExperts + 4) * sizeof(int32_t);
-constexpr std::size_t kGemmSmem = sizeof(bf16) * kStages * (BM + BN) * kLd;  // under the 48 KiB a launch gets without opting in
+// A tile of BM rows (32 or 64): 2·BM/32 warps, each 32 rows × 64 weight rows.
+template <int BM>
+struct Tile {
+  static constexpr int kWarpsM = BM / 32;  // warps along the rows; 2 along the weight rows
+  static constexpr int kThreads = kWarpsM * 2 * 32;
+  static constexpr int kAPieces = BM * (BK / 8) / kThreads, kBPieces = BN * (BK / 8) / kThreads;  // 16-byte copies per thread and stage
+  static constexpr std::size_t kSmem = sizeof(bf16) * kStages * (BM + BN) * kLd;                  // under the 48 KiB a launch gets without opting in
+  static_assert(kSmem <= 48 * 1024);
+};
+
+// Tile rows: 64 for prompt windows; 32 when the routed experts get fewer than 32 rows each on
+// average (decode batches of 9 to ~1000 rows on 35B-A3B), halving the padding each expert's run
+// carries into the tensor-core work.
+int tile_rows(int64_t rows, const MoeExperts& ex) { return rows * ex.top_k < 32 * static_cast<int64_t>(ex.experts) ? 32 : 64; }
 
 // The grouping's upper bounds for `pairs` (row, slot) pairs over `groups` experts.
-int64_t max_tiles(int64_t pairs, int64_t groups) { return (pairs + BM - 1) / BM + groups; }
+int64_t max_tiles(int64_t pairs, int64_t groups, int BM) { return (pairs + BM - 1) / BM + groups; }
 
 struct Layout {
+  int BM;  // tile rows
   int64_t pairs, groups, tiles, places;
   std::size_t sorted, place, tile_expert, act, out, total;  // byte offsets in the scratch
 };
 std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
 Layout layout(int64_t rows, const MoeExperts& ex) {
   Layout l{};
+  l.BM = tile_rows(rows, ex);
   l.pairs = rows * ex.slots;
   l.groups = ex.experts + (ex.shared ? 1 : 0);
-  l.tiles = max_tiles(l.pairs, l.groups);
-  l.places = l.tiles * BM;
+  l.tiles = max_tiles(l.pairs, l.groups, l.BM);
+  l.places = l.tiles * l.BM;
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = at;
@@ -64,8 +77,8 @@ Layout layout(int64_t rows, const MoeExperts& ex) {
   return l;
 }
 
-__global__ void __launch_bounds__(kGroupThreads)
-    moe_group_kernel(const int32_t* ids, int64_t pairs, int slots, int groups, int64_t tiles, int32_t* sorted, int32_t* place, int32_t* tile_expert) {
+__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* ids, int64_t pairs, int slots, int groups, int64_t tiles, int BM,
+                                                                  int32_t* sorted, int32_t* place, int32_t* tile_expert) {
   chained_kernel_start();
   extern __shared__ float4 smem_raw[];
   int32_t* count = reinterpret_cast<int32_t*>(smem_raw);  // [groups]
@@ -100,8 +113,8 @@ __global__ void __launch_bounds__(kGroupThreads)
 // expert's matrix as the mode maps them. kGateUp: x rows gathered through `sorted`, K = H, weights
 // gate_up (tile rows 0-63: gate rows n0/2.., 64-127: up rows), act out; else act rows, K = I,
 // weights down, f32 out.
-template <bool kGateUp>
-__global__ void __launch_bounds__(kThreads)
+template <int BM, bool kGateUp>
+__global__ void __launch_bounds__(Tile<BM>::kThreads)
     moe_grouped_gemm_kernel(const bf16* a, int64_t lda, const int32_t* sorted, const int32_t* tile_expert, MoeExperts ex, void* out) {
   chained_kernel_start();
   const int64_t tile = blockIdx.x;
@@ -119,15 +132,16 @@ __global__ void __launch_bounds__(kThreads)
   auto& Bs = *reinterpret_cast<bf16(*)[kStages][BN][kLd]>(reinterpret_cast<unsigned char*>(smem_raw) + sizeof(bf16) * kStages * BM * kLd);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = warp % 2, wn = warp / 2;
+  constexpr int kThreads = Tile<BM>::kThreads, kAPieces = Tile<BM>::kAPieces, kBPieces = Tile<BM>::kBPieces;
+  const int wm = warp % Tile<BM>::kWarpsM, wn = warp / Tile<BM>::kWarpsM;
 
   // What this thread copies each stage: 2 A pieces and 4 B pieces of 16 bytes (8 bf16 along K).
-  const bf16* a_src[2];
-  bool a_ok[2];
-  int a_row[2], a_piece[2];
+  const bf16* a_src[kAPieces];
+  bool a_ok[kAPieces];
+  int a_row[kAPieces], a_piece[kAPieces];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * kThreads;  // 0..255 = 64 rows x 4 pieces
+  for (int i = 0; i < kAPieces; ++i) {
+    const int idx = tid + i * kThreads;  // BM rows x 4 pieces
     a_row[i] = idx / 4, a_piece[i] = idx % 4;
     int64_t src_row;
     if (kGateUp) {
@@ -140,12 +154,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     a_src[i] = a + src_row * lda;
   }
-  const bf16* b_src[4];
-  bool b_ok[4];
-  int b_row[4], b_piece[4];
+  const bf16* b_src[kBPieces];
+  bool b_ok[kBPieces];
+  int b_row[kBPieces], b_piece[kBPieces];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int idx = tid + i * kThreads;  // 0..511 = 128 rows x 4 pieces
+  for (int i = 0; i < kBPieces; ++i) {
+    const int idx = tid + i * kThreads;  // BN rows x 4 pieces
     b_row[i] = idx / 4, b_piece[i] = idx % 4;
     int64_t col, wrow;
     if (kGateUp) {
@@ -162,13 +176,13 @@ __global__ void __launch_bounds__(kThreads)
   auto load_stage = [&](int stage, int64_t kt) {
     const int64_t k0 = kt * BK;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kAPieces; ++i) {
       const int64_t k = k0 + a_piece[i] * 8;
       const bool ok = a_ok[i] && k < K;
       cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&As[stage][a_row[i]][a_piece[i] * 8])), a_src[i] + (ok ? k : 0), ok);
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kBPieces; ++i) {
       const int64_t k = k0 + b_piece[i] * 8;
       const bool ok = b_ok[i] && k < K;
       cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&Bs[stage][b_row[i]][b_piece[i] * 8])), b_src[i] + (ok ? k : 0), ok);
@@ -273,6 +287,23 @@ __global__ void moe_gather_kernel(const float* out, const int32_t* place, const 
   }
 }
 
+// gate/up (with SwiGLU) into act, then down into out, over all experts' tiles.
+template <int BM>
+void grouped_gemms(const bf16* x, int64_t ldx, int64_t tiles, const MoeExperts& ex, const int32_t* sorted, const int32_t* tile_expert, bf16* act,
+                   float* out, cudaStream_t stream) {
+  constexpr int kThreads = Tile<BM>::kThreads;
+  constexpr std::size_t kSmem = Tile<BM>::kSmem;
+  constexpr auto* gate_up = moe_grouped_gemm_kernel<BM, true>;
+  constexpr auto* down = moe_grouped_gemm_kernel<BM, false>;
+  const dim3 gu_grid(static_cast<unsigned>(tiles), static_cast<unsigned>((ex.inter + BN / 2 - 1) / (BN / 2)));
+  launch_chained(gate_up, gu_grid, dim3(kThreads), kSmem, stream, x, ldx, sorted, tile_expert, ex, static_cast<void*>(act));
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 down_grid(static_cast<unsigned>(tiles), static_cast<unsigned>((ex.hidden + BN - 1) / BN));
+  launch_chained(down, down_grid, dim3(kThreads), kSmem, stream, static_cast<const bf16*>(act), ex.inter, sorted, tile_expert, ex,
+                 static_cast<void*>(out));
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 std::size_t moe_window_scratch_bytes(int64_t rows, const MoeExperts& ex) { return layout(rows, ex).total; }
@@ -294,16 +325,10 @@ void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   auto* out = reinterpret_cast<float*>(s + l.out);
 
   launch_chained(moe_group_kernel, dim3(1), dim3(kGroupThreads), kGroupSmem, stream, ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles,
-                 sorted, place, tile_expert);
+                 l.BM, sorted, place, tile_expert);
   QWENRT_CUDA_CHECK_LAUNCH();
-  const dim3 gu_grid(static_cast<unsigned>(l.tiles), static_cast<unsigned>((ex.inter + BN / 2 - 1) / (BN / 2)));
-  launch_chained(moe_grouped_gemm_kernel<true>, gu_grid, dim3(kThreads), kGemmSmem, stream, x, ldx, static_cast<const int32_t*>(sorted),
-                 static_cast<const int32_t*>(tile_expert), ex, static_cast<void*>(act));
-  QWENRT_CUDA_CHECK_LAUNCH();
-  const dim3 down_grid(static_cast<unsigned>(l.tiles), static_cast<unsigned>((ex.hidden + BN - 1) / BN));
-  launch_chained(moe_grouped_gemm_kernel<false>, down_grid, dim3(kThreads), kGemmSmem, stream, static_cast<const bf16*>(act), ex.inter,
-                 static_cast<const int32_t*>(sorted), static_cast<const int32_t*>(tile_expert), ex, static_cast<void*>(out));
-  QWENRT_CUDA_CHECK_LAUNCH();
+  if (l.BM == 32) grouped_gemms<32>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
+  else grouped_gemms<64>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   constexpr int kGatherThreads = 256;
   const dim3 gather_grid(static_cast<unsigned>((ex.hidden / 4 + kGatherThreads - 1) / kGatherThreads),
                          static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
