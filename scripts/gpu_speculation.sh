@@ -4,7 +4,7 @@
 #   scripts/gpu_speculation.sh [BIN_DIR] [TEXT] [--no-tests]
 # Runs the CUDA tests (all, or QWENRT_GTEST_FILTER), then `qwenrt bench --speculative mtp` on the
 # demo model over TEXT (held-back text) and on random 27B / 9B weights at forced accept rates
-# 0 / 0.6 / 0.75 / 0.9, plain and --deterministic, then the plain decode cost of --deterministic at
+# 0 / 0.6 / 0.75 / 0.9 (and --deterministic), then the plain decode cost of --deterministic at
 # batch 1 / 16 / 64. Logs under /tmp, JSON lines and a summary table in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,11 +42,16 @@ if [ -f "$text" ]; then
   for k in 1 3; do spec "demo-k$k" --model models/qwen35-demo-16m -f "$text" --draft-tokens $k --fixed-draft --segments 4 --prompt-tokens 128 --gen-tokens 64; done
   spec demo-adaptive --model models/qwen35-demo-16m -f "$text" --draft-tokens 4 --segments 4 --prompt-tokens 128 --gen-tokens 64
 fi
+# Random weights at forced accept rates: k = 3 (and 4) fixed for the mechanics at each rate, the
+# adaptive k at rate 0 (what speculation costs when nothing is accepted), each plain and with
+# --deterministic at 0.75.
 for size in ${QWENRT_SPEC_SIZES:-27b 9b}; do
-  for rate in ${QWENRT_SPEC_RATES:-0 0.6 0.75 0.9}; do
-    spec "$size-$rate" --synthetic "$size" --accept-rate "$rate" --draft-tokens 3 --prompt-tokens 256 --gen-tokens 64
+  for rate in ${QWENRT_SPEC_RATES:-0.6 0.75 0.9}; do
+    spec "$size-$rate-k3" --synthetic "$size" --accept-rate "$rate" --draft-tokens 3 --fixed-draft --prompt-tokens 256 --gen-tokens 64
   done
-  spec "$size-0.75-det" --synthetic "$size" --accept-rate 0.75 --draft-tokens 3 --prompt-tokens 256 --gen-tokens 64 --deterministic
+  spec "$size-0.75-k4" --synthetic "$size" --accept-rate 0.75 --draft-tokens 4 --fixed-draft --prompt-tokens 256 --gen-tokens 64
+  spec "$size-0-adaptive" --synthetic "$size" --accept-rate 0 --draft-tokens 3 --prompt-tokens 256 --gen-tokens 256 --segments 1
+  spec "$size-0.75-k3-det" --synthetic "$size" --accept-rate 0.75 --draft-tokens 3 --fixed-draft --prompt-tokens 256 --gen-tokens 64 --deterministic
 done
 # What --deterministic costs plain decode (batches past the 8 rows one decode launch takes).
 for b in ${QWENRT_DET_BATCHES:-1 16 64}; do

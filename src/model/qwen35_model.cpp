@@ -1,5 +1,6 @@
 #include "model/qwen35_model.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -133,16 +134,23 @@ RowLayout Qwen35Model::layout(const Step& step, const ModelCache& cache, bool mt
 }
 
 int32_t argmax_row(const float* logits, int64_t n) {
-  // The first of equal maxima, NaN counting as −∞ (as cuda::argmax_rows).
-  auto key = [](float x) { return x != x ? -std::numeric_limits<float>::infinity() : x; };
-  int64_t best = 0;
-  float best_key = key(logits[0]);
-  for (int64_t i = 1; i < n; ++i)
-    if (key(logits[i]) > best_key) {
-      best = i;
-      best_key = key(logits[i]);
-    }
-  return static_cast<int32_t>(best);
+  // The first of equal maxima, NaN counting as −∞ (as cuda::argmax_rows). Two passes the compiler
+  // vectorises (a row of a 248k vocabulary is read in ~40 µs, not ~250): the largest value, with
+  // independent lanes (NaN never compares greater), then the first column holding it.
+  constexpr int kLanes = 16;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, kNegInf);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
+  float best = kNegInf;
+  for (float v : lane) best = v > best ? v : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  if (best == kNegInf) return 0;  // every value −∞ or NaN: all equal, the first
+  for (int64_t c = 0; c < n; ++c)
+    if (logits[c] == best) return static_cast<int32_t>(c);
+  return 0;
 }
 
 std::vector<float> Qwen35Model::forward(const Step& step, ModelCache& cache, ThreadPool& pool) const {

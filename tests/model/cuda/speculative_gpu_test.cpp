@@ -79,12 +79,12 @@ TEST_F(GpuSpeculation, MtpBlockMatchesTheCpu) {
   EXPECT_LT(hidden_err, 1e-2);
 }
 
-// k+1 known rows in one committed step equal k+1 decode steps, bit for bit; also 2 sequences of 6
-// rows (12 rows: past the 8 a decode launch takes at once).
+// k+1 known rows in one committed step equal k+1 decode steps, bit for bit; also 2 and 6 sequences
+// (11 and 34 rows: past the 8 one decode launch takes, products over several row tiles).
 TEST_F(GpuSpeculation, CommittedWindowEqualsDecodeRows) {
-  const std::vector<std::vector<int32_t>> more = {{5, 17, 3, 11, 2}, {7, 1, 9, 4, 8, 6}};
-  for (int seqs : {1, 2}) {
-    ModelCache one = model_->new_cache(2), win = model_->new_cache(2);
+  const std::vector<std::vector<int32_t>> more = {{5, 17, 3, 11, 2}, {7, 1, 9, 4, 8, 6}, {3, 3, 3, 3, 3, 3, 3, 3}, {1, 2}, {9}, {4, 5, 6, 7, 8, 9, 10, 11}};
+  for (int seqs : {1, 2, 6}) {
+    ModelCache one = model_->new_cache(6), win = model_->new_cache(6);
     std::vector<int> a, b;
     for (int s = 0; s < seqs; ++s) {
       a.push_back(one.acquire()), b.push_back(win.acquire());

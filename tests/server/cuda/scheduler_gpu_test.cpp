@@ -124,3 +124,45 @@ TEST(SchedulerGpu, ChoicesForkOnTheDeviceAndSampleAsTheirOwnSeeds) {
 
 }  // namespace
 }  // namespace qwenrt
+
+namespace qwenrt {
+namespace {
+
+// serve --speculative mtp on the GPU: one sampled request's every logits row, bitwise, without
+// speculation alone, and with it alone and among five others (verify windows of up to 8 sequences
+// computed row by row as lone decode rows).
+TEST(SchedulerGpu, SpeculationKeepsTheLogitsRowsAloneAndAmongOthers) {
+  QWENRT_REQUIRE_GPU();
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  GenerationRequest traced = greedy(prompt_of(7), 40);
+  traced.sampling.temperature = 0.7f;
+  traced.sampling.seed = 5;
+  auto other = [](int i) {
+    GenerationRequest r = greedy(prompt_of(50 + i), 10 + 7 * i);
+    if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = static_cast<uint64_t>(i);
+    return r;
+  };
+  SchedulerOptions plain;
+  plain.max_seqs = 8;
+  plain.prefill_chunk = plain.window_budget = 16;  // one sequence per window step
+  SchedulerOptions spec = plain;
+  spec.speculative = true;
+  spec.speculation.max_draft_tokens = 3;
+  spec.speculation.adaptive = false;
+  spec.speculate_max_seqs = 8;
+  const auto p = alone_and_among(gpu_session(), plain, traced, 2, 6, other);
+  const auto s = alone_and_among(gpu_session(), spec, traced, 2, 6, other);
+  ASSERT_EQ(p.alone_rows.size(), 40u);
+  for (const auto* rows : {&s.alone_rows, &s.among_rows}) {
+    const char* which = rows == &s.alone_rows ? "alone" : "among others";
+    ASSERT_EQ(rows->size(), p.alone_rows.size()) << which;
+    for (std::size_t t = 0; t < rows->size(); ++t)
+      ASSERT_EQ(0, std::memcmp(p.alone_rows[t].data(), (*rows)[t].data(), p.alone_rows[t].size() * sizeof(float)))
+          << which << ", row " << t << " (rel_l2 " << test::relative_l2((*rows)[t], std::vector<double>(p.alone_rows[t].begin(), p.alone_rows[t].end()))
+          << ")";
+  }
+  EXPECT_EQ(p.alone.text.at(0), s.among.text.at(0));
+}
+
+}  // namespace
+}  // namespace qwenrt
