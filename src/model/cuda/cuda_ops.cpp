@@ -388,7 +388,8 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   if (decode) {
     const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(T, static_cast<int>(Nq), c_.shape.max_len);
     void* ws = c_.scratch.attention_splits.get<std::byte>(ws_bytes);
-    cuda::attention_decode(q, qg.as<float>(), rows.positions, T, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream);
+    cuda::attention_decode(q, qg.as<float>(), rows.positions, T, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream,
+                           c_.layout.phase == Phase::Committed);
   } else {
     const cuda::PrefillWindows windows{c_.rows.span_first, rows.positions, static_cast<int>(c_.layout.spans.size()), T};
     cuda::attention_prefill(q, qg.as<float>(), windows, static_cast<int>(Nq), kv, out, c_.stream);

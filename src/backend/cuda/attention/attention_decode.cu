@@ -31,6 +31,7 @@ struct DecodeParams {
   float* o_part;     // [batch, num_q_heads, max_splits, Dh]: each split's output, already divided by its sum
   float* lse_part;   // [batch, num_q_heads, max_splits]: each split's log2-sum-exp2 of the scaled scores
   __nv_bfloat16* out;
+  bool early_tiles;  // tiles before the one holding the row's own position may load before the wait
 };
 
 // Block (split, kv head, sequence). Both warps run the same loop over 32-key tiles, warp w taking
@@ -75,9 +76,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_split_kernel(Dec
   };
   // The first stages go out before the wait on attention_prepare, except from the tile that holds
   // the row's own position, which that kernel writes (and the stages after it, which keep their
-  // order): the other keys were cached by earlier steps.
+  // order): the other keys were cached by earlier steps. Not in committed steps, where that kernel
+  // also writes the positions of the rows before this one, in any tile.
   int s0 = 0;
-  for (; s0 < kStages - 1 && !(s0 == tiles - 1 && end == len); ++s0) {
+  for (; p.early_tiles && s0 < kStages - 1 && !(s0 == tiles - 1 && end == len); ++s0) {
     if (s0 < tiles) copy_tile(s0, lookup(s0));
     cp_async_commit();
   }
@@ -264,7 +266,7 @@ std::size_t attention_decode_workspace_bytes(int64_t batch, int num_q_heads, int
 }
 
 void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads, int64_t max_seq_len,
-                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream) {
+                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream, bool committed) {
   check_paged_kv(kv, "attention_decode");
   if (batch < 1 || batch > 65535) fail("attention_decode: batch ", batch, " (1 to 65535)");
   if (num_q_heads < 1 || num_q_heads % kv.num_kv_heads != 0 || num_q_heads / kv.num_kv_heads > kDecodeMaxGroup)
@@ -281,6 +283,7 @@ void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* po
 
   DecodeParams p{};
   p.q = q, p.qg = qg, p.positions = positions, p.kv = kv, p.out = out;
+  p.early_tiles = !committed;
   p.num_q_heads = num_q_heads, p.group = num_q_heads / kv.num_kv_heads;
   p.max_splits = static_cast<int>(decode_max_splits(max_seq_len));
   p.scale_log2 = 1.4426950408889634f / 16.0f;  // log2(e) / sqrt(256)

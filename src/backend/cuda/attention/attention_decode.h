@@ -45,7 +45,11 @@ std::size_t attention_decode_shared_bytes();
 // data, not checked). q: [batch, num_q_heads, 256] bf16 from attention_prepare; qg: the projection
 // [batch, num_q_heads, 2, 256] f32 whose second half per head is the gate; out: [batch,
 // num_q_heads·256] bf16 = softmax(q·Kᵀ/16)·V · sigmoid(gate). num_q_heads / num_kv_heads <= 8.
+// committed: rows of one sequence share the launch (a committed step, each row at its own
+// position): the keys of the rows before a row are new in this step too, so no key is read before
+// the wait on attention_prepare (decode rows read the older keys early).
 void attention_decode(const __nv_bfloat16* q, const float* qg, const int32_t* positions, int64_t batch, int num_q_heads, int64_t max_seq_len,
-                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream);
+                      const PagedKv& kv, void* workspace, std::size_t workspace_bytes, __nv_bfloat16* out, cudaStream_t stream,
+                      bool committed = false);
 
 }  // namespace qwenrt::cuda
