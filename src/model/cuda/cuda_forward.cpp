@@ -232,7 +232,7 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   GraphOutputs out;
   try {
     if (shape.graphable) {
-      const GraphCache::Shape key{lay.total_rows, shape.max_len, shape.max_blocks_per_seq, cs.serial, argmax};
+      const GraphCache::Shape key{lay.total_rows, shape.max_len, shape.max_blocks_per_seq, cs.serial, argmax, shape.pattern};
       out = graphs_.run(key, static_cast<int>(&io - io_.data()), stream_, enqueue);
     } else {
       out = enqueue();

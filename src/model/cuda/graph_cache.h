@@ -1,6 +1,6 @@
 #pragma once
-// Decode steps replayed from captured CUDA graphs. A step's shape (rows, length bound, table stride,
-// cache, argmax) and its host-side entry key a graph: the first time a shape runs in a memory epoch
+// Decode (and committed) steps replayed from captured CUDA graphs. A step's shape (rows, length
+// bound, table stride, cache, argmax, pattern) and its host-side entry key a graph: the first time a shape runs in a memory epoch
 // it runs eagerly (so every buffer it needs exists), the second time it is captured, then replayed.
 // A graph captured before the memory epoch moved on is stale and captured again.
 #include <cuda_runtime_api.h>
@@ -16,7 +16,8 @@ namespace qwenrt {
 
 class GraphCache {
  public:
-  using Shape = std::tuple<int64_t, int64_t, int, uint64_t, bool>;  // rows, max_len, table stride, cache serial, argmax
+  // rows, max_len, table stride, cache serial, argmax, pattern (StepShape::pattern)
+  using Shape = std::tuple<int64_t, int64_t, int, uint64_t, bool, uint64_t>;
 
   GraphCache() = default;
   ~GraphCache();
@@ -33,7 +34,7 @@ class GraphCache {
     GraphOutputs outputs;
     uint64_t epoch = 0;
   };
-  std::map<std::tuple<int64_t, int64_t, int, uint64_t, bool, int>, Graph> graphs_;
+  std::map<std::tuple<int64_t, int64_t, int, uint64_t, bool, uint64_t, int>, Graph> graphs_;
   std::map<Shape, uint64_t> shapes_seen_;  // the epoch in which a shape last ran eagerly
 };
 

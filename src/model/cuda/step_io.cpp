@@ -65,9 +65,20 @@ StepRows pack_step(const Step& step, const RowLayout& lay, const ModelCache& cac
   }
   // Decode steps of up to kDecodeRows rows replay a captured graph. Everything a graph bakes in must
   // then repeat from step to step: the length bound and table stride go up in powers of two.
-  // (Steps keeping DeltaNet states for speculation run eagerly: a graph bakes whether they are kept.)
-  shape.graphable =
-      graphs && lay.phase == Phase::Decode && !step.all_logits && !step.hidden && !step.hidden_all && !lay.given_embeddings && keep.empty() && T <= kDecodeRows;
+  // Committed steps (speculation's verify windows) too, keyed by their pattern. (A decode step's
+  // wanted rows are its rows whether or not it asks for all logits and the hidden rows, so those
+  // replay the same graph.)
+  shape.pattern = keep.empty() ? 0 : 1;
+  if (lay.phase == Phase::Committed) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the rows per sequence and the flags
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (const auto& sp : lay.spans) mix(static_cast<uint64_t>(sp.rows));
+    mix(step.all_logits ? 2 : 3);
+    mix(keep.empty() ? 4 : 5);
+    shape.pattern = h | 2;
+  }
+  shape.graphable = graphs && (lay.phase == Phase::Decode || lay.phase == Phase::Committed) && !step.hidden_all && !lay.given_embeddings &&
+                    T <= kDecodeRows;
   if (shape.graphable) {
     shape.max_len = std::max<int64_t>(64, next_pow2(shape.max_len));
     shape.max_blocks_per_seq = std::max(shape.max_blocks_per_seq, static_cast<int>((shape.max_len + shape.block_size - 1) / shape.block_size));

@@ -59,7 +59,10 @@ struct StepShape {
   int64_t block_size = 64;
   int64_t max_len = 1;         // the longest sequence after the step (a power of two for graphs)
   int max_blocks_per_seq = 1;  // the block tables' stride
-  bool graphable = false;      // a decode step replayed from a captured graph
+  bool graphable = false;      // a decode or committed step replayed from a captured graph
+  // What else a captured graph bakes: whether rows keep their DeltaNet state and, for committed
+  // steps, the rows per sequence and whether every row's logits are wanted (0: a plain decode step).
+  uint64_t pattern = 0;
 };
 
 // A committed step's DeltaNet launches: how many rows launch j takes (the sequences with more than
