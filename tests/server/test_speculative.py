@@ -92,7 +92,7 @@ class SpeculativeServerTest(unittest.TestCase):
         self.assertEqual(metrics["qwenrt_generation_tokens_total"], plain_metrics["qwenrt_generation_tokens_total"])
 
     def test_refusals(self):
-        for args, words in [(["--synthetic", "0.8b", "--speculative", "mtp"], "MTP block"),
+        for args, words in [(["--spec-max-seqs", "2"], "goes with --speculative mtp"),
                             (["--speculative", "draft"], "takes 'mtp'"),
                             (["--draft-tokens", "2"], "needs --speculative mtp"),
                             (["--device", "cuda", "--speculative", "mtp"], "CPU only|CUDA|GPU")]:

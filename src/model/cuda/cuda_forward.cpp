@@ -50,10 +50,7 @@ CudaForward::CudaForward(int device_index, const ModelConfig& config, ModelWeigh
 
 std::string CudaForward::unsupported(const ModelConfig& c) {
   std::ostringstream why;
-  if (c.moe && (c.quantization.present || c.quantization.fp8.present))
-    why << "quantized mixture-of-experts checkpoints (" << (c.quantization.fp8.present ? "fp8" : "MLX affine")
-        << ") do not run on the CUDA backend yet (dense quantized ones and bf16 MoE ones do)";
-  else if (c.moe && (c.num_experts > cuda::kMoeMaxExperts || c.experts_per_token > cuda::kMoeMaxExpertsPerToken))
+  if (c.moe && (c.num_experts > cuda::kMoeMaxExperts || c.experts_per_token > cuda::kMoeMaxExpertsPerToken))
     why << c.num_experts << " experts with top-" << c.experts_per_token << " are not built (at most " << cuda::kMoeMaxExperts << " experts, top-"
         << cuda::kMoeMaxExpertsPerToken << ")";
   else if (c.moe && (c.moe_intermediate_size % 8 != 0 || c.shared_expert_intermediate_size > c.moe_intermediate_size))

@@ -431,6 +431,7 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
   // follows the router's on the device): one product.
   Weight router = w.router;
   router.rows = ex.experts + (ex.shared ? 1 : 0);
+  router.format = WeightFormat::BF16;  // stacked in bf16 on the device whatever the checkpoint's format
   const int64_t ld = (router.rows + 3) / 4 * 4;
   float* logits = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * ld), 1);
   product(Part::Moe, x, {{&router, logits, ld}});

@@ -11,6 +11,7 @@
 #include "backend/cuda/runtime/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "model/cuda/quant_upload.h"
 
 namespace qwenrt {
@@ -97,8 +98,9 @@ class Uploader {
 
  private:
   // m as bf16 rows of `ld` elements at dst (ld >= m.cols; what lies beyond m.cols is not written).
+  // Quantized weights come here only as MoE experts (the stacked layout the expert kernels read):
+  // dequantized once, each value rounded to bf16.
   void write(const Weight& m, std::byte* dst, int64_t ld) {
-    if (m.quantized()) fail("quantized weights (", weight_format_name(m.format), ") do not run on the CUDA backend yet; use --device cpu");
     const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
     if (!m.data) {
       if (m.random_seed == 0) fail("internal: weight matrix without data or seed");
@@ -116,20 +118,23 @@ class Uploader {
       copy(dst, m.data, n * 2);
       return;
     }
-    // Rows rounded to bf16 (f16/f32) or laid out at another stride, a slice at a time.
-    std::vector<float> row(static_cast<std::size_t>(m.cols));
-    std::vector<uint16_t> out;
-    const int64_t slice = 64;
-    out.reserve(static_cast<std::size_t>(ld * slice));
-    for (int64_t r = 0; r < m.rows; ++r) {
-      m.row_to_f32(r, row.data());
-      for (float v : row) out.push_back(f32_to_bf16(v));
-      out.resize(out.size() + static_cast<std::size_t>(ld - m.cols), 0);
-      if (out.size() >= static_cast<std::size_t>(ld * slice) || r + 1 == m.rows) {
-        copy(dst, out.data(), out.size() * 2);
-        dst += out.size() * 2;
-        out.clear();
-      }
+    // Rows rounded to bf16 (f16/f32, or dequantized) or laid out at another stride, a slice of rows
+    // at a time, converted in parallel.
+    const int64_t slice = std::max<int64_t>(1, (int64_t{4} << 20) / ld);
+    std::vector<uint16_t> out(static_cast<std::size_t>(ld * slice));
+    for (int64_t r0 = 0; r0 < m.rows; r0 += slice) {
+      const int64_t rows = std::min(slice, m.rows - r0);
+      ThreadPool::global().parallel_for(static_cast<std::size_t>(rows), 16, [&](std::size_t b, std::size_t e) {
+        std::vector<float> row(static_cast<std::size_t>(m.cols));
+        for (std::size_t i = b; i < e; ++i) {
+          m.row_to_f32(r0 + static_cast<int64_t>(i), row.data());
+          uint16_t* o = out.data() + i * static_cast<std::size_t>(ld);
+          for (int64_t c = 0; c < m.cols; ++c) o[c] = f32_to_bf16(row[static_cast<std::size_t>(c)]);
+          std::fill(o + m.cols, o + ld, uint16_t{0});
+        }
+      });
+      copy(dst, out.data(), static_cast<std::size_t>(rows * ld) * 2);
+      dst += static_cast<std::size_t>(rows * ld) * 2;
     }
   }
 
@@ -232,7 +237,8 @@ cuda::DeviceBuffer upload_weights(ModelWeights& weights) {
   const std::size_t headroom = std::size_t{1} << 30;
   if (total + headroom > free_bytes)
     fail("--device cuda: the weights need ", (total >> 20) + 1,
-         " MiB (bf16, or packed where quantized) plus ~1 GiB of working memory, and the GPU has ", free_bytes >> 20, " MiB free of ",
+         " MiB (bf16, or packed where quantized; a quantized MoE's experts as bf16) plus ~1 GiB of working memory, and the GPU has ",
+         free_bytes >> 20, " MiB free of ",
          device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
   Uploader up(total);
   bind(weights, up, /*record=*/true);

@@ -206,6 +206,38 @@ INSTANTIATE_TEST_SUITE_P(Demo, CudaQuantParity,
                                            QuantCase{"mlx_mixed_3_6", 3, 64, "mixed_3_6"}, QuantCase{"fp8_128x128", 0, 0, ""}),
                          [](const auto& info) { return info.param.name; });
 
+// A quantized MoE (its experts, router and shared expert dequantized to bf16 at upload into the
+// stacked layout the expert kernels read; attention and DeltaNet weights packed): the moe_released
+// fixture (released head sizes, 64 experts top-8 and a shared expert) quantized with the exporter
+// at 4 bits g64 and 8 bits g32 (its down_proj, 16 columns, stays bf16 as mlx-lm leaves it), against
+// the same checkpoint on the CPU. Bound: the fixture's transformers-bf16 error (reference.json).
+TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
+  QWENRT_REQUIRE_GPU();
+  ThreadPool pool(1);
+  const fs::path src = test::fixtures_dir() / "moe_released";
+  const double bound = read_json_file(src / "reference.json").at("bfloat16_hf_rel_l2").get<double>();
+  for (const auto& [bits, group] : {std::pair{4, 64}, std::pair{8, 32}}) {
+    const std::string name = "moe_released_q" + std::to_string(bits) + "_g" + std::to_string(group);
+    const fs::path dir = fs::temp_directory_path() / ("qwenrt-cuda-quant-" + name + "-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    const CheckpointDir ckpt(src);
+    MlxQuantizeOptions opt;
+    opt.bits = bits;
+    opt.group_size = group;
+    export_mlx_affine(ckpt, parse_model_config(ckpt.config(), src.string()), opt, dir, pool, [](std::size_t, std::size_t) {});
+    {
+      const Qwen35Model cpu = Qwen35Model::load(dir);
+      ASSERT_TRUE(cpu.config().moe && cpu.config().quantization.present) << name;
+      Qwen35Model gpu = Qwen35Model::load(dir);
+      gpu.use_device(parse_device("cuda"));
+      const double err = gpu_vs_cpu(name, cpu, gpu, pool);
+      std::printf("[ parity   ] %s: bound (transformers bf16 on the fixture) %.3e\n", name.c_str(), bound);
+      EXPECT_LE(err, bound) << name;
+    }
+    fs::remove_all(dir);
+  }
+}
+
 // Synthetic quantized weights made on the GPU (qwenrt bench --device cuda --quant) run, with
 // finite logits.
 TEST(CudaQuantSynthetic, DeviceMadeWeightsRun) {
