@@ -210,12 +210,22 @@ INSTANTIATE_TEST_SUITE_P(Demo, CudaQuantParity,
 // stacked layout the expert kernels read; attention and DeltaNet weights packed): the moe_released
 // fixture (released head sizes, 64 experts top-8 and a shared expert) quantized with the exporter
 // at 4 bits g64 and 8 bits g32 (its down_proj, 16 columns, stays bf16 as mlx-lm leaves it), against
-// the same checkpoint on the CPU. Bound: the fixture's transformers-bf16 error (reference.json).
+// the same checkpoint on the CPU. Bound as for the dense models above: the larger of the fixture's
+// transformers-bf16 error and twice the unquantized fixture's own GPU-vs-CPU error over the same
+// steps (routing amplifies bf16 noise: a near tie among the router's logits picks another expert).
 TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
   QWENRT_REQUIRE_GPU();
   ThreadPool pool(1);
   const fs::path src = test::fixtures_dir() / "moe_released";
-  const double bound = read_json_file(src / "reference.json").at("bfloat16_hf_rel_l2").get<double>();
+  double bound = read_json_file(src / "reference.json").at("bfloat16_hf_rel_l2").get<double>();
+  {
+    const Qwen35Model cpu = Qwen35Model::load(src);
+    Qwen35Model gpu = Qwen35Model::load(src);
+    gpu.use_device(parse_device("cuda"));
+    const double own = gpu_vs_cpu("moe_released bf16", cpu, gpu, pool);
+    std::printf("[ parity   ] bound: max(moe_released transformers bf16 %.3e, 2 x its bf16 cuda vs cpu %.3e)\n", bound, 2 * own);
+    bound = std::max(bound, 2 * own);
+  }
   for (const auto& [bits, group] : {std::pair{4, 64}, std::pair{8, 32}}) {
     const std::string name = "moe_released_q" + std::to_string(bits) + "_g" + std::to_string(group);
     const fs::path dir = fs::temp_directory_path() / ("qwenrt-cuda-quant-" + name + "-" + std::to_string(getpid()));
@@ -231,7 +241,6 @@ TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
       Qwen35Model gpu = Qwen35Model::load(dir);
       gpu.use_device(parse_device("cuda"));
       const double err = gpu_vs_cpu(name, cpu, gpu, pool);
-      std::printf("[ parity   ] %s: bound (transformers bf16 on the fixture) %.3e\n", name.c_str(), bound);
       EXPECT_LE(err, bound) << name;
     }
     fs::remove_all(dir);
