@@ -85,29 +85,67 @@ void MtpDrafter::flush(int64_t chunk, ThreadPool& pool) {
 }
 
 std::vector<int32_t> MtpDrafter::draft(int k, ThreadPool& pool, double& catch_up_s) {
-  const auto V = static_cast<std::size_t>(model_.config().vocab_size);
-  const auto H = static_cast<std::size_t>(H_);
-  if (k < 1) fail("internal: a draft has at least one token");
-  if (pending_tokens_.empty() || pending_tokens_.size() * H != pending_hidden_.size())
-    fail("internal: drafting needs the pending token after the last hidden row");
-  std::vector<int32_t> drafts;
-  // Catch-up: the rows verified since the last draft, the last of which (the pending token with
-  // the hidden row before it) yields the first draft.
-  Step step{pending_tokens_.size() == 1 ? Phase::Decode : Phase::Committed, {{mtp_slot_, pending_tokens_}}, false, true};
-  step.sequences[0].hidden_in = std::move(pending_hidden_);
-  const std::size_t catch_up_rows = pending_tokens_.size();
-  pending_hidden_.clear();
-  pending_tokens_.clear();
-  for (bool first = true;; first = false) {
-    const double t0 = now_s();
-    model_.mtp_forward(step, mtp_cache_, pool, out_);
-    // The rows beyond the first are the rounds without drafts catching up: their time is theirs.
-    if (first) catch_up_s = (now_s() - t0) * static_cast<double>(catch_up_rows - 1) / static_cast<double>(catch_up_rows);
-    drafts.push_back(argmax_row(out_.logits.data(), static_cast<int64_t>(V)));
-    if (static_cast<int>(drafts.size()) == k) break;
-    step.phase = Phase::Decode;
-    step.sequences[0].tokens = {drafts.back()};
-    step.sequences[0].hidden_in.assign(out_.hidden.end() - static_cast<long>(H), out_.hidden.end());
+  std::vector<double> share;
+  std::vector<std::vector<int32_t>> drafts = draft_together({this}, {k}, pool, share);
+  catch_up_s = share[0];
+  return std::move(drafts[0]);
+}
+
+std::vector<std::vector<int32_t>> MtpDrafter::draft_together(const std::vector<MtpDrafter*>& drafters, const std::vector<int>& ks, ThreadPool& pool,
+                                                            std::vector<double>& catch_up_s) {
+  if (drafters.size() != ks.size()) fail("internal: one draft count per drafter");
+  std::vector<std::vector<int32_t>> drafts(drafters.size());
+  catch_up_s.assign(drafters.size(), 0.0);
+  if (drafters.empty()) return drafts;
+  const Qwen35Model& model = drafters[0]->model_;
+  ModelCache& cache = drafters[0]->mtp_cache_;
+  const auto V = static_cast<std::size_t>(model.config().vocab_size);
+  const auto H = static_cast<std::size_t>(drafters[0]->H_);
+  // Catch-up: each drafter's rows verified since its last draft, the last of which (its pending
+  // token with the hidden row before it) yields its first draft. Rows of several sequences, some
+  // several rows long: a committed step (each row as a lone decode row computes it).
+  Step step{Phase::Decode, {}, false, true};
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < drafters.size(); ++i) {
+    MtpDrafter& d = *drafters[i];
+    if (&d.model_ != &model || &d.mtp_cache_ != &cache) fail("internal: drafters drafting together share a model and an MTP cache");
+    if (ks[i] < 1) fail("internal: a draft has at least one token");
+    if (d.pending_tokens_.empty() || d.pending_tokens_.size() * H != d.pending_hidden_.size())
+      fail("internal: drafting needs the pending token after the last hidden row");
+    if (d.pending_tokens_.size() > 1) step.phase = Phase::Committed;
+    rows += d.pending_tokens_.size();
+    step.sequences.push_back({d.mtp_slot_, std::move(d.pending_tokens_)});
+    step.sequences.back().hidden_in = std::move(d.pending_hidden_);
+    d.pending_tokens_.clear();
+    d.pending_hidden_.clear();
+  }
+  StepOutput& out = drafters[0]->out_;
+  const double t0 = now_s();
+  model.mtp_forward(step, cache, pool, out);
+  // The rows beyond each sequence's last are its rounds without drafts catching up: their time is theirs.
+  const double per_row = (now_s() - t0) / static_cast<double>(rows);
+  std::vector<std::size_t> at(drafters.size());  // each drafter's row in the last step's output
+  for (std::size_t i = 0; i < drafters.size(); ++i) {
+    catch_up_s[i] = per_row * static_cast<double>(step.sequences[i].tokens.size() - 1);
+    at[i] = i;
+    drafts[i].push_back(argmax_row(out.logits.data() + i * V, static_cast<int64_t>(V)));
+  }
+  // Further drafts, one row per drafter that wants more, each feeding back its own hidden row.
+  for (int j = 1;; ++j) {
+    Step next{Phase::Decode, {}, false, true};
+    std::vector<std::size_t> who;
+    for (std::size_t i = 0; i < drafters.size(); ++i) {
+      if (ks[i] <= j) continue;
+      next.sequences.push_back({drafters[i]->mtp_slot_, {drafts[i].back()}});
+      next.sequences.back().hidden_in.assign(out.hidden.begin() + static_cast<long>(at[i] * H), out.hidden.begin() + static_cast<long>((at[i] + 1) * H));
+      who.push_back(i);
+    }
+    if (who.empty()) break;
+    model.mtp_forward(next, cache, pool, out);
+    for (std::size_t r = 0; r < who.size(); ++r) {
+      at[who[r]] = r;
+      drafts[who[r]].push_back(argmax_row(out.logits.data() + r * V, static_cast<int64_t>(V)));
+    }
   }
   return drafts;
 }

@@ -83,6 +83,12 @@ class MtpDrafter {
   // token after the hidden row before it) and drafts k >= 1 tokens, each further draft feeding back
   // the block's own hidden row (greedy drafts). `catch_up_s`: the time of pending rows beyond one.
   std::vector<int32_t> draft(int k, ThreadPool& pool, double& catch_up_s);
+  // The same for several sequences' drafters (one model, one MTP cache) at once: one MTP step for
+  // every catch-up, then one step per further draft over the drafters that want it (drafters[i]
+  // drafts ks[i] >= 1 tokens). Each drafter's drafts are those draft() gives it alone: the MTP
+  // rows do not depend on the batch. `catch_up_s[i]`: drafter i's share of the catch-up time.
+  static std::vector<std::vector<int32_t>> draft_together(const std::vector<MtpDrafter*>& drafters, const std::vector<int>& ks, ThreadPool& pool,
+                                                         std::vector<double>& catch_up_s);
   // After the verify window [pending, d1 .. dk] that started at main position `start`: the drafts'
   // MTP rows go, and the kept rows' hidden rows [keep, H] and the tokens emitted there are pending.
   void after_verify(int64_t start, int k, std::span<const float> kept_hidden, std::span<const int32_t> emitted);

@@ -391,6 +391,10 @@ void Scheduler::decode_speculative(Step& step, const std::vector<Sequence*>& seq
   const int64_t limit = model_.config().max_position_embeddings;
   bool any_drafts = false;
   try {
+    // Every drafting sequence's MTP steps together: one catch-up step, then one per further draft.
+    std::vector<MtpDrafter*> drafters;
+    std::vector<int> ks;
+    std::vector<std::size_t> which;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       Sequence& s = *seqs[i];
       s.verify_start = cache_.length(s.slot);
@@ -402,14 +406,24 @@ void Scheduler::decode_speculative(Step& step, const std::vector<Sequence*>& seq
       if (limit > 0) room = std::min(room, limit - s.verify_start - 1);
       const int k = s.drafter->choose(room);
       if (k == 0) continue;
+      drafters.push_back(s.drafter.get());
+      ks.push_back(k);
+      which.push_back(i);
+    }
+    if (!drafters.empty()) {
       const auto t0 = Clock::now();
-      double catch_up_s = 0;
-      s.drafts = s.drafter->draft(k, pool_, catch_up_s);
-      s.draft_s = seconds_since(t0) - catch_up_s;
-      auto& tokens = step.sequences[i].tokens;
-      tokens.insert(tokens.end(), s.drafts.begin(), s.drafts.end());
-      cache_.keep_row_states(s.slot, k + 1);
-      any_drafts = true;
+      std::vector<double> catch_up_s;
+      std::vector<std::vector<int32_t>> drafts = MtpDrafter::draft_together(drafters, ks, pool_, catch_up_s);
+      const double draft_s = seconds_since(t0);
+      for (std::size_t d = 0; d < which.size(); ++d) {
+        Sequence& s = *seqs[which[d]];
+        s.drafts = std::move(drafts[d]);
+        s.draft_s = draft_s - catch_up_s[d];
+        auto& tokens = step.sequences[which[d]].tokens;
+        tokens.insert(tokens.end(), s.drafts.begin(), s.drafts.end());
+        cache_.keep_row_states(s.slot, ks[d] + 1);
+        any_drafts = true;
+      }
     }
   } catch (const std::exception& e) {
     for (Sequence* s : seqs) cache_.drop_row_states(s->slot);
