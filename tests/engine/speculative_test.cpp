@@ -97,6 +97,66 @@ TEST_P(Speculation, RollbackEqualsNeverDrafted) {
   }
 }
 
+// Step::hidden_all (the MTP block's prompt input): every row's hidden row, as a step asking for
+// every row's logits and hidden rows gives them, and the logits of each sequence's last row only,
+// as a plain window gives them; two sequences at once.
+TEST_P(Speculation, HiddenAllGivesEveryHiddenRowAndTheLastLogits) {
+  const Qwen35Model& m = *model_;
+  const std::vector<int32_t> other(prompt_.begin(), prompt_.begin() + 7);
+  auto run = [&](bool all_logits, bool hidden, bool hidden_all) {
+    ModelCache cache = m.new_cache(2);
+    const int a = cache.acquire(), b = cache.acquire();
+    Step step{Phase::Window, {{a, prompt_}, {b, other}}, all_logits, hidden};
+    step.hidden_all = hidden_all;
+    StepOutput out;
+    m.forward(step, cache, pool_, out);
+    return out;
+  };
+  const StepOutput every = run(true, true, false), plain = run(false, false, false), mtp = run(false, false, true);
+  EXPECT_EQ(mtp.hidden, every.hidden);
+  EXPECT_EQ(mtp.logits, plain.logits);
+  EXPECT_EQ(mtp.hidden.size(), (prompt_.size() + other.size()) * static_cast<std::size_t>(m.config().hidden_size));
+}
+
+// The MTP steps of several sequences drafted together give each the drafts it gets alone.
+TEST_P(Speculation, DraftingTogetherGivesTheDraftsAlone) {
+  const Qwen35Model& m = *model_;
+  const int64_t H = m.config().hidden_size;
+  const std::vector<std::vector<int32_t>> prompts = {prompt_, {prompt_.begin() + 3, prompt_.end()}, {prompt_.begin(), prompt_.begin() + 9}};
+  const std::vector<int> ks = {3, 1, 4};
+  auto drafts = [&](bool together) {
+    ModelCache mtp = m.new_mtp_cache(3);
+    std::vector<std::unique_ptr<MtpDrafter>> ds;
+    for (const auto& p : prompts) {
+      ModelCache cache = m.new_cache(1);
+      StepOutput out;
+      Step step{Phase::Window, {{cache.acquire(), p}}, false};
+      step.hidden_all = true;
+      m.forward(step, cache, pool_, out);
+      ds.push_back(std::make_unique<MtpDrafter>(m, mtp, mtp.acquire(), 0, SpeculationOptions{4, false}));
+      ds.back()->add_hidden(out.hidden);
+      ds.back()->add_tokens(std::span<const int32_t>(p).subspan(1));
+      ds.back()->add_tokens(std::vector<int32_t>{argmax_row(out.logits.data(), m.config().vocab_size)});
+      EXPECT_EQ(out.hidden.size(), p.size() * static_cast<std::size_t>(H));
+    }
+    std::vector<std::vector<int32_t>> got;
+    if (together) {
+      std::vector<MtpDrafter*> ptrs;
+      for (auto& d : ds) ptrs.push_back(d.get());
+      std::vector<double> catch_up;
+      got = MtpDrafter::draft_together(ptrs, ks, pool_, catch_up);
+    } else {
+      double catch_up = 0;
+      for (std::size_t i = 0; i < ds.size(); ++i) got.push_back(ds[i]->draft(ks[i], pool_, catch_up));
+    }
+    return got;
+  };
+  const auto alone = drafts(false), together = drafts(true);
+  ASSERT_EQ(together.size(), 3u);
+  for (std::size_t i = 0; i < ks.size(); ++i) EXPECT_EQ(static_cast<int>(together[i].size()), ks[i]);
+  EXPECT_EQ(together, alone);
+}
+
 TEST_P(Speculation, TruncatePastKeptRowsIsAnError) {
   const Qwen35Model& m = *model_;
   ModelCache cache = m.new_cache(1);
