@@ -71,7 +71,7 @@ double gpu_vs_cpu(const std::string& name, const Qwen35Model& cpu, const Qwen35M
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double err = test::relative_l2(got[i], std::vector<double>(want[i].begin(), want[i].end()));
-    std::printf("[ parity   ] %s %s: cuda vs cpu rel_l2 %.3e\n", name.c_str(), kWhat[i], err);
+    std::printf("[ parity   ] %s %s: vs the cpu rel_l2 %.3e\n", name.c_str(), kWhat[i], err);
     worst = std::max(worst, err);
   }
   return worst;
@@ -206,13 +206,45 @@ INSTANTIATE_TEST_SUITE_P(Demo, CudaQuantParity,
                                            QuantCase{"mlx_mixed_3_6", 3, 64, "mixed_3_6"}, QuantCase{"fp8_128x128", 0, 0, ""}),
                          [](const auto& info) { return info.param.name; });
 
+// `m` with every matrix dequantized and rounded to bf16 (storage owned by the copy's weights): on
+// the CPU, a measure of how far bf16 rounding alone moves this model's logits.
+Qwen35Model rounded_to_bf16(const Qwen35Model& m) {
+  ModelWeights w = m.weights();
+  auto round = [&w](Weight& x) {
+    if (x.rows == 0) return;
+    std::shared_ptr<uint16_t[]> buf(new uint16_t[static_cast<std::size_t>(x.rows * x.cols)]);
+    std::vector<float> row(static_cast<std::size_t>(x.cols));
+    for (int64_t r = 0; r < x.rows; ++r) {
+      x.row_to_f32(r, row.data());
+      for (int64_t c = 0; c < x.cols; ++c) buf[static_cast<std::size_t>(r * x.cols + c)] = f32_to_bf16(row[static_cast<std::size_t>(c)]);
+    }
+    w.owned.push_back(buf);
+    x = Weight{WeightFormat::BF16, x.rows, x.cols, reinterpret_cast<const std::byte*>(buf.get())};
+  };
+  const bool tied = w.lm_head.data == w.embed.data;
+  round(w.embed);
+  if (tied) w.lm_head = w.embed;
+  else round(w.lm_head);
+  for (auto& L : w.layers) {
+    for (Weight* x : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj, &L.gdn.in_qkv, &L.gdn.in_z, &L.gdn.in_b, &L.gdn.in_a,
+                      &L.gdn.out_proj, &L.mlp.gate, &L.mlp.up, &L.mlp.down, &L.moe.router, &L.moe.shared_gate, &L.moe.shared.gate, &L.moe.shared.up,
+                      &L.moe.shared.down})
+      round(*x);
+    for (auto& e : L.moe.experts)
+      for (Weight* x : {&e.gate, &e.up, &e.down}) round(*x);
+  }
+  return Qwen35Model(m.config(), std::move(w));
+}
+
 // A quantized MoE (its experts, router and shared expert dequantized to bf16 at upload into the
 // stacked layout the expert kernels read; attention and DeltaNet weights packed): the moe_released
 // fixture (released head sizes, 64 experts top-8 and a shared expert) quantized with the exporter
 // at 4 bits g64 and 8 bits g32 (its down_proj, 16 columns, stays bf16 as mlx-lm leaves it), against
-// the same checkpoint on the CPU. Bound as for the dense models above: the larger of the fixture's
-// transformers-bf16 error and twice the unquantized fixture's own GPU-vs-CPU error over the same
-// steps (routing amplifies bf16 noise: a near tie among the router's logits picks another expert).
+// the same checkpoint on the CPU. Bound: bf16 noise, as large as it is for this model: the larger
+// of the fixture's transformers-bf16 error, twice the unquantized fixture's own GPU-vs-CPU error
+// over the same steps, and how far rounding the quantized model's weights to bf16 moves its logits
+// on the CPU (routing amplifies bf16 noise, and more in some models than others: measured, the 4-bit
+// model's decode steps move 1.7e-2 under that rounding, the 8-bit one's 6e-3).
 TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
   QWENRT_REQUIRE_GPU();
   ThreadPool pool(1);
@@ -238,10 +270,13 @@ TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
     {
       const Qwen35Model cpu = Qwen35Model::load(dir);
       ASSERT_TRUE(cpu.config().moe && cpu.config().quantization.present) << name;
+      const double rounding = gpu_vs_cpu(name + " weights rounded to bf16 (cpu)", cpu, rounded_to_bf16(cpu), pool);
+      const double model_bound = std::max(bound, rounding);
+      std::printf("[ parity   ] %s bound: max(%.3e, its bf16 rounding on the cpu %.3e)\n", name.c_str(), bound, rounding);
       Qwen35Model gpu = Qwen35Model::load(dir);
       gpu.use_device(parse_device("cuda"));
       const double err = gpu_vs_cpu(name, cpu, gpu, pool);
-      EXPECT_LE(err, bound) << name;
+      EXPECT_LE(err, model_bound) << name;
     }
     fs::remove_all(dir);
   }
