@@ -48,7 +48,7 @@ int run_bench_speculative(const Options& opt, const DeviceSpec& device) {
   if (opt.has("accept-rate") && !synthetic) fail("bench: --accept-rate goes with --synthetic (a checkpoint's drafts are accepted as they agree)");
   const std::string dir = synthetic ? "synthetic:" + opt.str("synthetic") : opt.str("model");
   SampledGenerationOptions spec;
-  apply_speculation_options(opt, device, spec);
+  apply_speculation_options(opt, spec);
   spec.speculation.adaptive = !opt.flag("fixed-draft");
   // Random weights draft tokens that are never right; --accept-rate P accepts each with probability
   // P instead (the tokens are then not the model's: the run measures the mechanics).

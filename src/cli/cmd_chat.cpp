@@ -55,7 +55,7 @@ int run_chat(const Args& args) {
   const bool interactive = isatty(0) && isatty(1);
   const DeviceSpec device = device_option(opt);
   SampledGenerationOptions gen;
-  apply_speculation_options(opt, device, gen);
+  apply_speculation_options(opt, gen);
   const std::string model_dir = resolve_model_dir(opt);
   TextSession session(model_dir, true, device);
   if (gen.speculative) require_mtp(session.model(), model_dir);

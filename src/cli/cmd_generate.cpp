@@ -49,7 +49,7 @@ int run_generate(const Args& args) {
   if (opt.has("stop-ids")) gen.stop_ids = parse_id_list(opt.str("stop-ids"), "--stop-ids");
   const DeviceSpec device = device_option(opt);
   SampledGenerationOptions spec;
-  apply_speculation_options(opt, device, spec);
+  apply_speculation_options(opt, spec);
   auto model = Qwen35Model::load(opt.str("model"));
   model.use_device(device);
   model.set_deterministic(spec.deterministic);

@@ -37,7 +37,7 @@ int run_run(const Args& args) {
   const bool json = opt.flag("json");
   const DeviceSpec device = device_option(opt);
   SampledGenerationOptions gen;
-  apply_speculation_options(opt, device, gen);
+  apply_speculation_options(opt, gen);
   const std::string model_dir = resolve_model_dir(opt);
   TextSession session(model_dir, !json && isatty(2), device);
   if (gen.speculative) require_mtp(session.model(), model_dir);

@@ -121,7 +121,7 @@ int run_serve(const Args& args) {
   SchedulerOptions sched;
   {
     SampledGenerationOptions gen;  // --speculative mtp [--draft-tokens K], --deterministic
-    apply_speculation_options(opt, device, gen);
+    apply_speculation_options(opt, gen);
     sched.speculative = gen.speculative;
     sched.speculation = gen.speculation;
     // Drafting pays while few sequences decode (bench/results/2026-12-05-1700-cpu-serve-mtp.md).

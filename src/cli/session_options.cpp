@@ -46,7 +46,7 @@ const std::vector<std::string>& speculation_option_names() {
   return names;
 }
 
-void apply_speculation_options(const Options& opt, const DeviceSpec& device, SampledGenerationOptions& gen) {
+void apply_speculation_options(const Options& opt, SampledGenerationOptions& gen) {
   if (opt.has("speculative")) {
     const std::string kind = opt.str("speculative");
     if (kind != "mtp") fail(opt.command(), ": --speculative takes 'mtp' (the checkpoint's multi-token-prediction block), not '", kind, "'");

@@ -20,11 +20,11 @@ const std::vector<std::string>& sampling_option_names();
 void apply_sampling_options(const Options& opt, SamplingParams& params);
 
 // --speculative mtp [--draft-tokens K] (valued) and --deterministic (a flag), shared by run, chat,
-// generate and bench. apply_speculation_options sets them on `gen` and refuses what `device` cannot
-// do (both are CPU-only for now); require_mtp refuses a checkpoint without an MTP block.
+// generate, serve and bench (CPU and GPU alike). apply_speculation_options sets them on `gen`;
+// require_mtp refuses a checkpoint without an MTP block.
 const std::vector<std::string>& speculation_option_names();
 inline const char* kDeterministicFlag = "deterministic";
-void apply_speculation_options(const Options& opt, const DeviceSpec& device, SampledGenerationOptions& gen);
+void apply_speculation_options(const Options& opt, SampledGenerationOptions& gen);
 void require_mtp(const Qwen35Model& model, const std::string& model_dir);
 
 }  // namespace qwenrt::cli

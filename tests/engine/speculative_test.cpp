@@ -11,6 +11,7 @@
 #include "engine/sampled_generation.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
+#include "support/greedy_traces.h"
 
 namespace qwenrt {
 namespace {
@@ -166,45 +167,6 @@ TEST_P(Speculation, TruncatePastKeptRowsIsAnError) {
   EXPECT_THROW(cache.truncate(s, static_cast<int64_t>(prompt_.size())), Error);  // no state kept
 }
 
-struct Traced {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // the rows each token was picked from
-  SpeculationStats stats;
-};
-
-// Plain greedy decoding: prefill in one window, then one decode step per token.
-Traced plain_greedy(const Qwen35Model& m, const std::vector<int32_t>& prompt, int n, ThreadPool& pool) {
-  ModelCache cache = m.new_cache(1);
-  const int s = cache.acquire();
-  const int64_t V = m.config().vocab_size;
-  Traced t;
-  auto logits = m.forward({Phase::Window, {{s, prompt}}, false}, cache, pool);
-  for (int i = 0; i < n; ++i) {
-    t.logits.insert(t.logits.end(), logits.begin(), logits.end());
-    t.tokens.push_back(argmax_row(logits.data(), V));
-    if (i + 1 < n) logits = m.forward({Phase::Decode, {{s, {t.tokens.back()}}}, false}, cache, pool);
-  }
-  return t;
-}
-
-Traced speculative_greedy(const Qwen35Model& m, const std::vector<int32_t>& prompt, int n, const SpeculationOptions& o, ThreadPool& pool) {
-  ModelCache cache = m.new_cache(1), mtp = m.new_mtp_cache(1);
-  MtpSpeculator spec(m, cache, cache.acquire(), mtp, mtp.acquire(), o, pool);
-  const int64_t V = m.config().vocab_size;
-  Traced t;
-  auto pick = [&](std::span<const float> l) {
-    t.logits.insert(t.logits.end(), l.begin(), l.end());
-    t.tokens.push_back(argmax_row(l.data(), V));
-    return RowPick{t.tokens.back(), static_cast<int>(t.tokens.size()) >= n};
-  };
-  const RowPick first = pick(spec.prefill(prompt, static_cast<int64_t>(prompt.size())));
-  bool stopped = first.stop;
-  if (!stopped) spec.start(first.token);
-  while (!stopped) spec.round(n - static_cast<int64_t>(t.tokens.size()), pick, stopped);
-  t.stats = spec.stats();
-  return t;
-}
-
 void expect_sane(const SpeculationStats& s, int generated) {
   EXPECT_EQ(s.tokens, generated - 1);  // the first token comes from the prefill
   EXPECT_EQ(s.tokens, s.steps + s.accepted);
@@ -214,6 +176,10 @@ void expect_sane(const SpeculationStats& s, int generated) {
     if (i > 1) EXPECT_LE(s.drafted_at[i], s.accepted_at[i - 1]);  // position i is tried only after i-1 was accepted
   }
 }
+
+using test::plain_greedy;
+using test::speculative_greedy;
+using test::Traced;
 
 TEST_P(Speculation, GreedyTokensAndLogitsIdenticalForEveryK) {
   const Qwen35Model& m = *model_;

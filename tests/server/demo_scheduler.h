@@ -99,4 +99,18 @@ inline AloneAndAmong alone_and_among(TextSession& session, const SchedulerOption
   return r;
 }
 
+// The speculation tests' traced request (40 sampled tokens) and the i-th of the others around it
+// (greedy and sampled, of several lengths), from prompts the caller makes.
+inline GenerationRequest sampled_traced(std::vector<int32_t> prompt) {
+  GenerationRequest r = greedy(std::move(prompt), 40);
+  r.sampling.temperature = 0.7f;
+  r.sampling.seed = 5;
+  return r;
+}
+inline GenerationRequest mixed_other(std::vector<int32_t> prompt, int i) {
+  GenerationRequest r = greedy(std::move(prompt), 10 + 7 * i);
+  if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = static_cast<uint64_t>(i);
+  return r;
+}
+
 }  // namespace qwenrt::test

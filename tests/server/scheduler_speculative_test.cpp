@@ -118,14 +118,8 @@ TEST(SchedulerSpeculation, ConcurrentRequestsGiveThePlainTokens) {
 // five others (the scheduler drafts for all of them).
 TEST(SchedulerSpeculation, LogitsRowsAloneAndAmongOthers) {
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
-  GenerationRequest traced = greedy(prompt_of(7), 40);
-  traced.sampling.temperature = 0.7f;
-  traced.sampling.seed = 5;
-  auto other = [](int i) {
-    GenerationRequest r = greedy(prompt_of(50 + i), 10 + 7 * i);
-    if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = static_cast<uint64_t>(i);
-    return r;
-  };
+  const GenerationRequest traced = sampled_traced(prompt_of(7));
+  auto other = [](int i) { return mixed_other(prompt_of(50 + i), i); };
   SchedulerOptions plain_opt;
   plain_opt.max_seqs = 8;
   const auto plain = alone_and_among(session(), plain_opt, traced, 2, 6, other);

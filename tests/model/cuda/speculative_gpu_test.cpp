@@ -15,6 +15,7 @@
 #include "model/cuda/cuda_forward.h"
 #include "model/qwen35_model.h"
 #include "support/fixtures.h"
+#include "support/greedy_traces.h"
 
 namespace qwenrt {
 namespace {
@@ -138,51 +139,18 @@ TEST_F(GpuSpeculation, RollbackEqualsNeverDrafted) {
   }
 }
 
-struct Traced {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // the rows the tokens were picked from
-  SpeculationStats stats;
-};
-
 TEST_F(GpuSpeculation, GreedyTokensAndLogitsIdenticalForEveryK) {
   const int n = 24;
-  const int64_t V = model_->config().vocab_size;
-  Traced plain;
-  {
-    ModelCache cache = model_->new_cache(1);
-    const int s = cache.acquire();
-    auto logits = forward(cache, {Phase::Window, {{s, prompt_}}, false});
-    for (int i = 0; i < n; ++i) {
-      plain.logits.insert(plain.logits.end(), logits.begin(), logits.end());
-      plain.tokens.push_back(argmax_row(logits.data(), V));
-      if (i + 1 < n) logits = forward(cache, {Phase::Decode, {{s, {plain.tokens.back()}}}, false});
-    }
-  }
-  auto speculative = [&](const SpeculationOptions& o) {
-    ModelCache cache = model_->new_cache(1), mtp = model_->new_mtp_cache(1);
-    MtpSpeculator spec(*model_, cache, cache.acquire(), mtp, mtp.acquire(), o, pool_);
-    Traced t;
-    auto pick = [&](std::span<const float> l) {
-      t.logits.insert(t.logits.end(), l.begin(), l.end());
-      t.tokens.push_back(argmax_row(l.data(), V));
-      return RowPick{t.tokens.back(), static_cast<int>(t.tokens.size()) >= n};
-    };
-    const RowPick first = pick(spec.prefill(prompt_, static_cast<int64_t>(prompt_.size())));
-    bool stopped = first.stop;
-    if (!stopped) spec.start(first.token);
-    while (!stopped) spec.round(n - static_cast<int64_t>(t.tokens.size()), pick, stopped);
-    t.stats = spec.stats();
-    return t;
-  };
+  const test::Traced plain = test::plain_greedy(*model_, prompt_, n, pool_);
   for (int k = 1; k <= 4; ++k) {
-    const Traced spec = speculative({k, false});
+    const test::Traced spec = test::speculative_greedy(*model_, prompt_, n, {k, false}, pool_);
     ASSERT_EQ(spec.tokens, plain.tokens) << "k " << k;
     EXPECT_TRUE(same_bits(spec.logits, plain.logits)) << "k " << k;
     EXPECT_EQ(spec.stats.tokens, n - 1);
     EXPECT_EQ(spec.stats.tokens, spec.stats.steps + spec.stats.accepted);
     EXPECT_LT(spec.stats.steps, n - 1) << "no draft accepted at k " << k;  // the demo's head agrees often
   }
-  EXPECT_EQ(speculative({4, true}).tokens, plain.tokens);
+  EXPECT_EQ(test::speculative_greedy(*model_, prompt_, n, {4, true}, pool_).tokens, plain.tokens);
 }
 
 TEST_F(GpuSpeculation, SeededSampledRunIsIdentical) {

@@ -134,14 +134,8 @@ namespace {
 TEST(SchedulerGpu, SpeculationKeepsTheLogitsRowsAloneAndAmongOthers) {
   QWENRT_REQUIRE_GPU();
   if (demo_model().empty()) GTEST_SKIP() << "no demo model";
-  GenerationRequest traced = greedy(prompt_of(7), 40);
-  traced.sampling.temperature = 0.7f;
-  traced.sampling.seed = 5;
-  auto other = [](int i) {
-    GenerationRequest r = greedy(prompt_of(50 + i), 10 + 7 * i);
-    if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = static_cast<uint64_t>(i);
-    return r;
-  };
+  const GenerationRequest traced = sampled_traced(prompt_of(7));
+  auto other = [](int i) { return mixed_other(prompt_of(50 + i), i); };
   SchedulerOptions plain;
   plain.max_seqs = 8;
   plain.prefill_chunk = plain.window_budget = 16;  // one sequence per window step
