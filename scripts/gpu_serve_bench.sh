@@ -36,6 +36,22 @@ for cfg in $configs; do
   table+=("$c $prompt $output $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.1f tok/s  ttft p50 %.0f ms p99 %.0f ms  tpot p50 %.2f ms  itl p99 %.1f ms" % (j["output_tok_s"], j["ttft_ms"]["p50"], j["ttft_ms"]["p99"], j["tpot_ms"]["p50"], j["itl_ms"]["p99"]))' 2>/dev/null || echo "$line")")
 done
 curl -s "http://127.0.0.1:$port/metrics" >"$keep/metrics-$size.txt"
+# Where the server's time went (all runs together): model steps by kind, snapshots, the rest.
+steps=$(python3 - "$keep/metrics-$size.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+v = lambda name, kind=None: float(re.search(r"^%s%s (\S+)$" % (name, r'\{kind="%s"\}' % kind if kind else ""), t, re.M).group(1))
+busy = v("qwenrt_scheduler_busy_seconds_total")
+parts = []
+for kind in ("decode", "window"):
+    n, rows, sec = v("qwenrt_model_steps_total", kind), v("qwenrt_model_step_rows_total", kind), v("qwenrt_model_step_seconds_total", kind)
+    parts.append("%s steps %d (%.1f rows, %.1f ms each) %.1f s" % (kind, n, rows / max(n, 1), 1e3 * sec / max(n, 1), sec))
+snap = v("qwenrt_prefix_cache_snapshot_seconds_total")
+rest = busy - snap - sum(v("qwenrt_model_step_seconds_total", k) for k in ("decode", "window"))
+print("busy %.1f s: %s; snapshots %.1f s; other %.1f s" % (busy, "; ".join(parts), snap, rest))
+PY
+)
+table+=("time: $steps")
 kill -TERM $server; wait $server; echo "server exit: $?"
 # The engine's own decode step at the same context, for the concurrency-1 time per output token.
 [ "${BENCH:-1}" = 0 ] && { printf '%s\n' "${table[@]}"; exit 0; }

@@ -209,6 +209,7 @@ void Scheduler::loop() {
       cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running.empty(); });
       if (stop_) break;
     }
+    const auto busy_from = Clock::now();
     admit(running);
     // Cancelled requests leave before the steps.
     for (auto& s : running)
@@ -228,6 +229,7 @@ void Scheduler::loop() {
     {
       std::lock_guard lock(mutex_);
       ++totals_.steps;
+      totals_.busy_seconds += seconds_since(busy_from);
     }
     publish(running);
   }
@@ -505,8 +507,12 @@ void Scheduler::window(Running& running) {
       }
     }
     row += rows;
-    if (prefix_.enabled() && (s.prefilled % options_.snapshot_interval == 0 || s.prefilled == (n - 1) / align_ * align_))
+    if (prefix_.enabled() && (s.prefilled % options_.snapshot_interval == 0 || s.prefilled == (n - 1) / align_ * align_)) {
+      const auto from = Clock::now();
       prefix_.insert(std::span<const int32_t>(s.request.prompt).first(static_cast<std::size_t>(s.prefilled)), s.slot);
+      std::lock_guard lock(mutex_);
+      totals_.snapshot_seconds += seconds_since(from);
+    }
     if (s.prefilled < n) continue;
     // The prompt is in: the other choices start from copies of this sequence, all from this row.
     std::vector<Sequence*> choices{&s};
@@ -534,6 +540,7 @@ void Scheduler::window(Running& running) {
 
 bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs, bool argmax) {
   if (seqs.empty()) return false;
+  const auto from = Clock::now();
   try {
     if (options_.before_step) options_.before_step(step);
     if (argmax) {
@@ -546,6 +553,13 @@ bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs, b
     fail_step(seqs, e);
     return false;
   }
+  int64_t rows = 0;
+  for (const auto& sq : step.sequences) rows += static_cast<int64_t>(sq.tokens.size());
+  std::lock_guard lock(mutex_);
+  SchedulerStats::StepTime& kind = step.phase == Phase::Window ? totals_.window_steps : totals_.decode_steps;
+  ++kind.steps;
+  kind.rows += rows;
+  kind.seconds += seconds_since(from);
   return true;
 }
 

@@ -162,6 +162,15 @@ struct SchedulerStats {
   // Speculation: draft tokens verified, those accepted, and sequence steps that verified drafts.
   int64_t spec_drafted = 0, spec_accepted = 0, spec_rounds = 0;
   LatencyHistogram time_to_first_token, inter_token_latency;
+  // Where the loop's time goes: model steps by kind (decode: decode and verify steps; window:
+  // prompt chunks), each timed from its start to its results on the host; prefix-cache snapshots;
+  // and every loop iteration that had work (the rest of `busy` is admission, sampling, streaming).
+  struct StepTime {
+    int64_t steps = 0, rows = 0;
+    double seconds = 0;
+  };
+  StepTime decode_steps, window_steps;
+  double snapshot_seconds = 0, busy_seconds = 0;
 };
 
 class Scheduler {

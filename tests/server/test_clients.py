@@ -397,6 +397,13 @@ class EngineApiTest(unittest.TestCase):
             self.assertIn("\n" + name + " ", text)
         m = self.server.metrics()
         self.assertGreater(m["qwenrt_kv_blocks_total"], 0)
+        # Where the time went: the prompt's window and the decode steps, each with rows and time.
+        steps = {(k, kind): float(v) for k, kind, v in re.findall(r'^(qwenrt_model_step\w*)\{kind="(\w+)"\} (\S+)$', text, re.M)}
+        for kind in ("decode", "window"):
+            self.assertGreater(steps[("qwenrt_model_steps_total", kind)], 0)
+            self.assertGreaterEqual(steps[("qwenrt_model_step_rows_total", kind)], steps[("qwenrt_model_steps_total", kind)])
+            self.assertGreater(steps[("qwenrt_model_step_seconds_total", kind)], 0)
+        self.assertGreater(m["qwenrt_scheduler_busy_seconds_total"], 0)
         deadline = time.time() + 10
         while time.time() < deadline and self.server.metrics()["qwenrt_requests_running"] > 0:
             time.sleep(0.05)
