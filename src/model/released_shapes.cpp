@@ -11,6 +11,7 @@ struct Shape {
   int64_t layers, hidden, intermediate, heads, kv_heads, value_heads;
   bool tied;
   int64_t experts, top_k, expert_inter, shared_inter;
+  int64_t vocab = 248320;
 };
 
 // Qwen3.5-2B's value heads and tying are unverified upstream; 16 and tied follow the 0.8B.
@@ -18,6 +19,9 @@ constexpr Shape kShapes[] = {
     {"0.8b", 24, 1024, 3584, 8, 2, 16, true, 0, 0, 0, 0},   {"2b", 24, 2048, 6144, 8, 2, 16, true, 0, 0, 0, 0},
     {"4b", 32, 2560, 9216, 16, 4, 32, true, 0, 0, 0, 0},    {"9b", 32, 4096, 12288, 16, 4, 32, false, 0, 0, 0, 0},
     {"27b", 64, 5120, 17408, 24, 4, 48, false, 0, 0, 0, 0}, {"35b-a3b", 40, 2048, 0, 16, 2, 32, false, 256, 8, 512, 512},
+    {"122b-a10b", 48, 3072, 0, 32, 2, 64, false, 256, 8, 1024, 1024},
+    // Qwen3-Next-80B-A3B: the same blocks (reference/qwen35-model.md), its own vocabulary.
+    {"next-80b-a3b", 48, 2048, 0, 16, 2, 32, false, 512, 10, 512, 512, 151936},
 };
 
 }  // namespace
@@ -36,7 +40,7 @@ ModelConfig released_shape(const std::string& name) {
     c.architecture = c.moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
     c.model_type = c.moe ? "qwen3_5_moe_text" : "qwen3_5_text";
     c.nested = true;
-    c.vocab_size = 248320;
+    c.vocab_size = s.vocab;
     c.hidden_size = s.hidden;
     c.num_layers = s.layers;
     c.intermediate_size = s.intermediate;
