@@ -8,6 +8,7 @@
 
 #include "formats/json_file.h"
 #include "model/config.h"
+#include "model/released_shapes.h"
 #include "model/weights.h"
 #include "support/fixtures.h"
 
@@ -60,6 +61,19 @@ TEST(SyntheticWeights, DeviceMadeQuantizedWeightsHaveTheHostLayout) {
       }
     }
     EXPECT_GT(quantized, 0);
+  }
+}
+
+// Each synthetic shape has about the parameters its name says (the text model: the vision tower the
+// small releases count is not built), so a mistyped layer count or FFN size shows here.
+TEST(SyntheticWeights, ReleasedShapesHaveTheParametersTheirNamesSay) {
+  for (const std::string& name : released_shape_names()) {
+    const std::string size = name.rfind("next-", 0) == 0 ? name.substr(5) : name;
+    const double nominal = std::stod(size.substr(0, size.find('b'))) * 1e9;
+    const ModelWeights w = synthetic_weights(released_shape(name), 1, /*host_matrices=*/false);
+    const double params = static_cast<double>(w.matrix_bytes()) / 2;  // bf16
+    EXPECT_GT(params, 0.85 * nominal) << name << ": " << params;
+    EXPECT_LT(params, 1.05 * nominal) << name << ": " << params;
   }
 }
 
