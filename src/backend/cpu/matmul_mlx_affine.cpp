@@ -84,6 +84,13 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
     }
     const int64_t c_end = (g + 1) * gs;
     for (int64_t c = g * gs; c < c_end; c += 8) {
+      // Decode: as the dense tile, fetch the next tile's rows (contiguous after these) while this
+      // one runs; the hardware prefetcher barely gets going on rows this short (0.8B 4-bit decode
+      // on 2 EPYC vCPUs: 56 -> 36 ms a step; 8-bit 57 -> 46).
+      if constexpr (NX == 1) {
+        if ((c * B) % 512 == 0)
+          for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + NW * stride + c * B / 8), _MM_HINT_T0);
+      }
       __m256 wv[NW];
       for (int j = 0; j < NW; ++j) wv[j] = _mm256_fmadd_ps(sv[j], _mm256_cvtepi32_ps(unpack8<B>(rows[j], c)), bv[j]);
       for (int i = 0; i < NX; ++i) {
