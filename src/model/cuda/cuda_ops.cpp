@@ -408,6 +408,24 @@ cuda::MoeExperts moe_experts(const ModelConfig& c, const MoeWeights& w) {
   ex.hidden = c.hidden_size;
   ex.inter = w.experts[0].gate.rows;
   ex.slots = ex.top_k + (ex.shared ? 1 : 0);
+  if (w.experts[0].gate.bound.format != WeightFormat::BF16) {
+    // Packed stacks (cuda_weights.cpp): expert 0's matrices extended over every expert's rows.
+    const int64_t stacked = ex.experts + (ex.shared ? 1 : 0);
+    ex.packed = true;
+    ex.gate_up_packed = device_quant(w.experts[0].gate);
+    ex.gate_up_packed.rows = stacked * 2 * ex.inter;
+    ex.down_packed = device_quant(w.experts[0].down);
+    ex.down_packed.rows = stacked * ex.hidden;
+    const MlpWeights& last = ex.shared ? w.shared : w.experts.back();
+    const auto* base = static_cast<const uint8_t*>(ex.gate_up_packed.data);
+    const auto* dbase = static_cast<const uint8_t*>(ex.down_packed.data);
+    const bool contiguous = last.gate.bound.data == base + (stacked - 1) * 2 * ex.inter * ex.gate_up_packed.row_bytes() &&
+                            last.up.bound.data == base + ((stacked - 1) * 2 + 1) * ex.inter * ex.gate_up_packed.row_bytes() &&
+                            last.down.bound.data == dbase + (stacked - 1) * ex.hidden * ex.down_packed.row_bytes() &&
+                            (!ex.shared || device_bf16(w.shared_gate) == device_bf16(w.router) + ex.experts * ex.hidden);
+    if (!contiguous) fail("internal: the packed experts of a MoE layer are not stacked on the GPU");
+    return ex;
+  }
   ex.gate_up = device_bf16(w.experts[0].gate);
   ex.down = device_bf16(w.experts[0].down);
   const int64_t last = ex.experts - 1, gu_stride = 2 * ex.inter * ex.hidden, down_stride = ex.hidden * ex.inter;
@@ -452,8 +470,11 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
                        false, c_.stream);
   } else {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (grouped)", c_.stream);
-    void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_window_scratch_bytes(T, ex));
-    cuda::moe_window(x.as<bf16>(), x.ld, T, ex, ids, weights, scratch, y, H, false, c_.stream);
+    // Packed experts: the layer's stacks widened to bf16 once per window for the grouped GEMMs.
+    const cuda::MoeExperts grouped =
+        ex.packed ? cuda::moe_dequantize(ex, c_.scratch.dequant.get<std::byte>(cuda::moe_dequantized_bytes(ex)), c_.stream) : ex;
+    void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_window_scratch_bytes(T, grouped));
+    cuda::moe_window(x.as<bf16>(), x.ld, T, grouped, ids, weights, scratch, y, H, false, c_.stream);
   }
   return {y, ActType::F32, T, H, H};
 }

@@ -70,6 +70,31 @@ class Uploader {
     return out;
   }
 
+  // Quantized matrices of one format one after another, packed (the stacked layout the packed
+  // expert kernels index by expert): the fields of all, then the scales of all, then the biases, so
+  // that each part of the stack reads as one matrix. Where each piece starts.
+  std::vector<BoundWeight> stacked_packed(const std::vector<const Weight*>& pieces) {
+    PackedParts total{};
+    for (const Weight* w : pieces) {
+      const PackedParts p = packed_parts(*w);
+      total.data += p.data, total.scales += p.scales, total.biases += p.biases;
+    }
+    std::byte* data = arena_.as<std::byte>() + offset_;
+    std::byte* scales = data + aligned(total.data);
+    std::byte* biases = scales + aligned(total.scales);
+    std::vector<BoundWeight> out;
+    for (const Weight* w : pieces) {
+      const PackedParts p = packed_parts(*w);
+      BoundWeight b;
+      if (arena_.get()) b = upload_packed(*w, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
+      else b.data = data;
+      out.push_back(b);
+      data += p.data, scales += p.scales, biases += p.biases;
+    }
+    offset_ += aligned(total.data) + aligned(total.scales) + aligned(total.biases);
+    return out;
+  }
+
   const float* vector(const ParamVector& v) {
     std::byte* dst = arena_.as<std::byte>() + offset_;
     if (arena_.get()) copy(dst, v.data(), v.size() * 4);
@@ -159,17 +184,58 @@ class Uploader {
 };
 
 // A MoE layer as cuda::MoeExperts reads it: the router with the shared expert's gate as its row E;
-// the experts' gate/up and down stacked, the shared expert last (zero-padded to the experts' FFN
+// the experts' gate/up and down stacked, the shared expert last: packed where every expert is
+// quantized alike, else in bf16 (dequantized, the shared expert zero-padded to the experts' FFN
 // size). Each Weight's `bound` points at its place in the stacks.
+// Whether a MoE layer's experts (the shared one included) can stay packed: all quantized alike
+// (format, container bits, group size and scale type; FP8 blocks), of one FFN size, and for FP8 each
+// matrix a whole number of tile rows from its first row, so that the stacks read as one matrix.
+bool experts_packable(const std::vector<MlpWeights*>& experts) {
+  const Weight& first = experts[0]->gate;
+  if (!first.quantized()) return false;
+  for (const MlpWeights* e : experts)
+    for (const Weight* w : {&e->gate, &e->up, &e->down}) {
+      if (w->format != first.format || w->rows != (w == &e->down ? first.cols : first.rows) || w->cols != (w == &e->down ? first.rows : first.cols))
+        return false;
+      if (w->format == WeightFormat::MlxAffine &&
+          (w->quant.bits != first.quant.bits || w->quant.group_size != first.quant.group_size || w->quant.scale_format != first.quant.scale_format))
+        return false;
+      if (w->format == WeightFormat::Fp8Block &&
+          (w->fp8.block_rows != first.fp8.block_rows || w->fp8.block_cols != first.fp8.block_cols || w->fp8.row_offset % w->fp8.block_rows != 0 ||
+           w->rows % w->fp8.block_rows != 0))
+        return false;
+    }
+  return true;
+}
+
 void bind_moe(MoeWeights& m, Uploader& up, bool record) {
   using Piece = Uploader::Piece;
   const int64_t H = m.router.cols, I = m.experts[0].gate.rows;
   std::vector<Piece> router{{&m.router, m.router.rows, H}};
   if (m.has_shared) router.push_back({&m.shared_gate, 1, H});
-  std::vector<Piece> gate_up, down;
   std::vector<MlpWeights*> experts;
   for (MlpWeights& e : m.experts) experts.push_back(&e);
   if (m.has_shared) experts.push_back(&m.shared);
+  if (experts_packable(experts)) {
+    // Packed stacks (moe.h MoeExperts::packed): the bytes the checkpoint has, not bf16.
+    std::vector<const Weight*> gate_up, down;
+    for (MlpWeights* e : experts) {
+      gate_up.push_back(&e->gate);
+      gate_up.push_back(&e->up);
+      down.push_back(&e->down);
+    }
+    const auto r = up.stacked(router), gu = up.stacked_packed(gate_up), d = up.stacked_packed(down);
+    if (!record) return;
+    m.router.bound = r[0];
+    if (m.has_shared) m.shared_gate.bound = r[1];
+    for (std::size_t i = 0; i < experts.size(); ++i) {
+      experts[i]->gate.bound = gu[2 * i];
+      experts[i]->up.bound = gu[2 * i + 1];
+      experts[i]->down.bound = d[i];
+    }
+    return;
+  }
+  std::vector<Piece> gate_up, down;
   for (MlpWeights* e : experts) {
     gate_up.push_back({&e->gate, I, H});
     gate_up.push_back({&e->up, I, H});
@@ -237,7 +303,7 @@ cuda::DeviceBuffer upload_weights(ModelWeights& weights) {
   const std::size_t headroom = std::size_t{1} << 30;
   if (total + headroom > free_bytes)
     fail("--device cuda: the weights need ", (total >> 20) + 1,
-         " MiB (bf16, or packed where quantized; a quantized MoE's experts as bf16) plus ~1 GiB of working memory, and the GPU has ",
+         " MiB (bf16, or packed where quantized) plus ~1 GiB of working memory, and the GPU has ",
          free_bytes >> 20, " MiB free of ",
          device_total >> 20, " MiB; use a smaller model, a quantized one, or --device cpu");
   Uploader up(total);

@@ -282,6 +282,41 @@ TEST(CudaQuantMoe, LogitsWithinBf16NoiseOfTheCpu) {
   }
 }
 
+// Packed experts (every expert, the shared one included, quantized alike: MoeExperts::packed, the
+// form mlx-community and Qwen's FP8 MoE checkpoints take): moe_released's shapes with an FFN and
+// hidden size of 128 so that g64 groups and 128x128 FP8 tiles fit, random weights in the synthetic
+// formats (host copies), GPU against CPU. Decode rows read the packed experts (exact values), prompt
+// windows a bf16 copy of the layer's stacks. Bound as above: twice the bf16 model's own GPU-vs-CPU
+// error, or how far rounding the quantized weights to bf16 moves the logits on the CPU.
+TEST(CudaQuantMoe, PackedExpertsWithinBf16NoiseOfTheCpu) {
+  QWENRT_REQUIRE_GPU();
+  ThreadPool pool(1);
+  ModelConfig c = Qwen35Model::load(test::fixtures_dir() / "moe_released").config();
+  c.hidden_size = 128;
+  c.moe_intermediate_size = c.shared_expert_intermediate_size = 128;
+  double own = 0;
+  {
+    const Qwen35Model cpu(c, synthetic_weights(c, 5));
+    Qwen35Model gpu(c, synthetic_weights(c, 5));
+    gpu.use_device(parse_device("cuda"));
+    own = gpu_vs_cpu("moe 128 bf16", cpu, gpu, pool);
+  }
+  for (SyntheticFormat f : {SyntheticFormat::MlxQ4, SyntheticFormat::MlxQ8, SyntheticFormat::Fp8}) {
+    const std::string name = f == SyntheticFormat::MlxQ4 ? "moe 128 q4" : f == SyntheticFormat::MlxQ8 ? "moe 128 q8" : "moe 128 fp8";
+    const Qwen35Model cpu(c, synthetic_weights(c, 5, true, f));
+    Qwen35Model gpu(c, synthetic_weights(c, 5, true, f));
+    gpu.use_device(parse_device("cuda"));
+    bool packed = false;
+    for (const auto& L : gpu.weights().layers)
+      if (!L.moe.experts.empty()) packed = L.moe.experts[0].gate.bound.format != WeightFormat::BF16 && L.moe.shared.down.bound.format != WeightFormat::BF16;
+    ASSERT_TRUE(packed) << name << ": the experts were not kept packed";
+    const double rounding = gpu_vs_cpu(name + " weights rounded to bf16 (cpu)", cpu, rounded_to_bf16(cpu), pool);
+    const double bound = std::max(2 * own, rounding);
+    std::printf("[ parity   ] %s bound: max(2 x bf16 cuda vs cpu %.3e, bf16 rounding on the cpu %.3e)\n", name.c_str(), 2 * own, rounding);
+    EXPECT_LE(gpu_vs_cpu(name, cpu, gpu, pool), bound) << name;
+  }
+}
+
 // Synthetic quantized weights made on the GPU (qwenrt bench --device cuda --quant) run, with
 // finite logits.
 TEST(CudaQuantSynthetic, DeviceMadeWeightsRun) {

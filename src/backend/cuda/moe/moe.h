@@ -11,6 +11,9 @@
 //                the GEMM tile: 64 rows, 32 when the experts get few rows each), grouped tensor-core GEMMs over all experts in one launch each
 //                (gate/up with SwiGLU in the epilogue, then down), and a gather that adds each row's
 //                slots in slot order: no host round trip, no per-expert loop on the host
+//   packed       quantized experts (MoeExperts::packed) stay packed: decode rows dequantize the
+//                selected experts' pieces in registers (moe_decode_packed.cu); windows dequantize the
+//                layer's stacks into a bf16 scratch (moe_dequantize) for the grouped GEMMs
 //
 // Every launch is graph-capturable (no host synchronisation).
 #include <cuda_bf16.h>
@@ -18,6 +21,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "backend/cuda/quant/quant_matrix.h"
 
 namespace qwenrt::cuda {
 
@@ -38,19 +43,29 @@ struct MoeExperts {
   int64_t hidden = 0;  // H, a multiple of 8
   int64_t inter = 0;   // I, a multiple of 8
   int slots = 0;       // per row: top_k, and the shared expert's
+  // Packed instead (gate_up / down unused): the same stacks as quantized matrices, rows
+  // [(experts (+1))·2I, H] and [(experts (+1))·H, I], one format for all.
+  bool packed = false;
+  QuantMatrix gate_up_packed, down_packed;
 };
+
+// Packed experts widened to bf16 stacks in `scratch` (moe_dequantized_bytes, 16-byte aligned): the
+// MoeExperts the grouped kernels read (each value rounded to bf16 once).
+std::size_t moe_dequantized_bytes(const MoeExperts& packed);
+MoeExperts moe_dequantize(const MoeExperts& packed, void* scratch, cudaStream_t stream);
 
 // Routing of `rows` rows: logits f32 [rows, ld] (the E router columns, then the shared expert's gate
 // logit at column E when experts.shared). ids / weights: [rows, slots] (expert index, weight).
 void moe_route(const float* logits, int64_t ld, int64_t rows, const MoeExperts& experts, int32_t* ids, float* weights, cudaStream_t stream);
 
 // Decode rows: x bf16 [rows, H] (row stride ldx); y[r * ldy + d] (+= with accumulate) the MoE output.
+// Bf16 or packed experts.
 // act: scratch of moe_decode_act_bytes(rows). rows <= kMoeDecodeRows.
 std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& experts);
 void moe_decode(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights,
                 __nv_bfloat16* act, float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
 
-// Windows: the same with the grouped GEMMs; scratch of moe_window_scratch_bytes(rows) (16-byte
+// Windows: the same with the grouped GEMMs (bf16 experts: moe_dequantize packed ones first); scratch of moe_window_scratch_bytes(rows) (16-byte
 // aligned). Any number of rows.
 std::size_t moe_window_scratch_bytes(int64_t rows, const MoeExperts& experts);
 void moe_window(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights, void* scratch,

@@ -9,6 +9,8 @@
 #include <algorithm>
 
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_decode_packed.h"
+#include "backend/cuda/quant/dequantize_rows.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
@@ -122,6 +124,7 @@ void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   if (ex.hidden % 8 != 0 || ex.inter % 8 != 0 || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("moe_decode: H, I and the row stride must be multiples of 8 with 16-byte aligned rows");
   if (rows == 0) return;
+  if (ex.packed) return moe_decode_packed(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
   constexpr int per_block = kWarps * kColsPerWarp;
   const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
   launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
@@ -130,6 +133,29 @@ void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   launch_chained(moe_decode_down_kernel, down_grid, dim3(kWarps * 32), 0, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy,
                  accumulate);
   QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda
+
+namespace qwenrt::cuda {
+
+std::size_t moe_dequantized_bytes(const MoeExperts& ex) {
+  const auto gu = static_cast<std::size_t>(ex.gate_up_packed.rows * ex.gate_up_packed.cols) * sizeof(bf16);
+  return (gu + 15) / 16 * 16 + static_cast<std::size_t>(ex.down_packed.rows * ex.down_packed.cols) * sizeof(bf16);
+}
+
+MoeExperts moe_dequantize(const MoeExperts& packed, void* scratch, cudaStream_t stream) {
+  if (!packed.packed) fail("internal: moe_dequantize of bf16 experts");
+  MoeExperts ex = packed;
+  ex.packed = false;
+  bf16* gu = static_cast<bf16*>(scratch);
+  bf16* down = reinterpret_cast<bf16*>(static_cast<std::byte*>(scratch) + (moe_dequantized_bytes(packed) -
+                                                                           static_cast<std::size_t>(packed.down_packed.rows * packed.down_packed.cols) * sizeof(bf16)));
+  dequantize_rows(packed.gate_up_packed, 0, packed.gate_up_packed.rows, gu, stream);
+  dequantize_rows(packed.down_packed, 0, packed.down_packed.rows, down, stream);
+  ex.gate_up = gu;
+  ex.down = down;
+  return ex;
 }
 
 }  // namespace qwenrt::cuda

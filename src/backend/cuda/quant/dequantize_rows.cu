@@ -15,20 +15,33 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Thread i of the grid-stride loop writes 8 consecutive bf16 of the output (cols is a multiple of 8).
+// Thread i of the grid-stride loop widens one 16-byte piece of a row (32 fields of 4 bits, 16 of 8:
+// all inside one affine group or FP8 tile, check_quant_matrix) with its one scale and bias, and
+// writes its 16 or 32 bf16 values (each value as quant::piece_value computes it, rounded once).
+template <QuantKind K>
 __global__ void dequantize_kernel(QuantMatrix m, int64_t r0, int64_t count, __nv_bfloat16* out) {
+  constexpr int kPer = quant::kPieceElements<K>;
   chained_kernel_start();
-  const int64_t per_row = m.cols / 8, total = count * per_row;
+  const int64_t per_row = m.cols / kPer, total = count * per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int64_t r = i / per_row, c = (i % per_row) * 8;
-    uint32_t packed[4];
+    const int64_t r = i / per_row, e0 = (i % per_row) * kPer;
+    const auto* row = static_cast<const uint8_t*>(m.data) + (r0 + r) * m.row_bytes();
+    const uint4 q = load_stream16(row + e0 * m.row_bytes() / m.cols);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    float scale, bias;
+    quant::piece_scale_bias<K>(m, r0 + r, e0, scale, bias);
+    uint4* dst = reinterpret_cast<uint4*>(out + r * m.cols + e0);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(quant::element(m, r0 + r, c + 2 * j)));
-      const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(quant::element(m, r0 + r, c + 2 * j + 1)));
-      packed[j] = lo | (hi << 16);
+    for (int o = 0; o < kPer / 8; ++o) {
+      uint32_t packed[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(quant::piece_value<K>(w, 8 * o + 2 * j, scale, bias)));
+        const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(quant::piece_value<K>(w, 8 * o + 2 * j + 1, scale, bias)));
+        packed[j] = lo | (hi << 16);
+      }
+      dst[o] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
-    *reinterpret_cast<uint4*>(out + r * m.cols + c) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -47,9 +60,13 @@ void dequantize_rows(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloa
   if (r0 < 0 || count < 0 || r0 + count > m.rows) fail("dequantize_rows: rows [", r0, ", ", r0 + count, ") of a ", m.rows, "-row matrix");
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) fail("dequantize_rows: the output is not 16-byte aligned");
   if (count == 0) return;
-  const int64_t work = count * (m.cols / 8);
-  const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16);
-  launch_chained(dequantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, m, r0, count, out);
+  const int64_t work = count * (m.cols / m.elements_per_load());
+  const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16)));
+  switch (m.kind) {
+    case QuantKind::Affine4: launch_chained(dequantize_kernel<QuantKind::Affine4>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
+    case QuantKind::Affine8: launch_chained(dequantize_kernel<QuantKind::Affine8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
+    case QuantKind::Fp8: launch_chained(dequantize_kernel<QuantKind::Fp8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
+  }
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 

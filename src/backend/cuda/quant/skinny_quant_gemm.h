@@ -1,15 +1,17 @@
 #pragma once
 // Decode-shaped products y = x · Wᵀ over quantized weights (quant_matrix.h) for 1..8 activation
-// rows: each weight row is streamed once per call for all rows (16 bytes per lane per load) and
-// dequantized in registers (quant_decode.cuh), f32 accumulation. The structure of the bf16
-// skinny_gemm: several weights sharing k in one launch (segments), each output written or added to
-// (a fused residual add).
+// rows, on the tensor cores: each weight row is streamed once per call for all rows, its fields
+// turned into exact bf16 values in registers (a few integer operations per pair, no conversions)
+// and multiplied against the activations by m16n8k16 products with f32 sums; each affine group's
+// (FP8 tile's) sums are then scaled once: y += s · Σ q·x + b · Σ x (the activations' sums come from
+// the same products against ones). No weight is ever rounded: the result differs from the exact
+// f32 product only by the order of the f32 sums. The structure of the bf16 skinny_gemm: 16-row
+// tiles, the K range split among a block's warps, the next pieces' loads in flight while the
+// current ones are multiplied; several weights sharing k in one launch (segments), each output
+// written or added to (a fused residual add).
 //
-// Batch-invariant and deterministic: one warp owns one weight row; lane l takes the row's 16-byte
-// pieces l, l + 32, ... in order, accumulating activation row b's products in four f32 sums
-// (element j of each 8 into sum j mod 4) with explicit fma, the sums added in a fixed order and
-// then across the warp by a fixed butterfly. Nothing in that order depends on the other rows, so a
-// row's result is the same bit for bit alone or among 8.
+// Batch-invariant and deterministic: a batch row's sums never see another row's activations, and
+// every sum is taken in a fixed order, so a row's result is the same bit for bit alone or among 8.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 

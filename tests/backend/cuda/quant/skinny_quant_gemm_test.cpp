@@ -39,6 +39,15 @@ std::vector<Format> formats() {
        [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 6, 64, WeightFormat::BF16, g); }},
       {"fp8 128x128 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_fp8(r, c, 128, 128, WeightFormat::BF16, g); }},
       {"fp8 32x64 f32", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_fp8(r, c, 32, 64, WeightFormat::F32, g); }},
+      // Only the smallest exponents (subnormals among them): the kernels' bit moves must keep them.
+      {"fp8 16x16 small codes",
+       [](int64_t r, int64_t c, std::mt19937& g) {
+         auto h = test::random_fp8(r, c, 16, 16, WeightFormat::F32, g);
+         for (auto& b : h.data) b &= 0x8f;
+         return h;
+       }},
+      {"affine 4-bit g32 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 4, 32, WeightFormat::BF16, g); }},
+      {"affine 8-bit g128 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 8, 128, WeightFormat::BF16, g); }},
   };
 }
 

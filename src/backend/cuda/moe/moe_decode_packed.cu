@@ -1,0 +1,159 @@
+// moe_decode over packed quantized experts (MoeExperts::packed): the structure of the bf16 decode
+// kernels (moe_decode.cu), each 16-byte piece of a selected expert's row dequantized in registers
+// as quant_decode.cuh values it (the exact f32 value the CPU computes, one rounding) and multiplied
+// into four f32 sums in a fixed order, then a fixed butterfly: a row's result does not depend on the
+// other rows. Only the selected experts' packed bytes are read.
+#include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_decode_packed.h"
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/quant/quant_decode.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kWarps = 4;
+constexpr int kColsPerWarp = 2;
+
+// The bf16 activations a[e .. e + 8) as f32.
+__device__ __forceinline__ void load_x8(const bf16* p, float (&xv)[8]) {
+  const uint4 u = load_shared16(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    xv[2 * j] = quant::bits_to_f32(w[j] << 16);
+    xv[2 * j + 1] = quant::bits_to_f32(w[j] & 0xffff0000u);
+  }
+}
+
+// acc[j mod 4] += x[e0 + j] · value j of piece q of row r (all of the piece in one group or tile).
+template <QuantKind K>
+__device__ __forceinline__ void piece_dot(const QuantMatrix& m, int64_t r, int64_t e0, const uint4& q, const bf16* x, float (&acc)[4]) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float scale, bias;
+  quant::piece_scale_bias<K>(m, r, e0, scale, bias);
+#pragma unroll
+  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
+    float xv[8];
+    load_x8(x + e0 + 8 * o, xv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j & 3] = __fmaf_rn(xv[j], quant::piece_value<K>(w, 8 * o + j, scale, bias), acc[j & 3]);
+  }
+}
+
+__device__ __forceinline__ const uint8_t* row_at(const QuantMatrix& m, int64_t r) { return static_cast<const uint8_t*>(m.data) + r * m.row_bytes(); }
+
+__device__ __forceinline__ float finish(const float (&acc)[4]) {
+  float v = __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3]));
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots): act[pair, col] = bf16(silu(x·G[col]) · (x·U[col])).
+template <QuantKind K>
+__global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(const bf16* x, int64_t ldx, MoeExperts ex, const int32_t* ids, bf16* act) {
+  chained_kernel_start();
+  constexpr int kPer = quant::kPieceElements<K>;
+  const int lane = threadIdx.x % 32;
+  const int pair = blockIdx.y;
+  const int64_t row = pair / ex.slots, H = ex.hidden, I = ex.inter;
+  const int64_t e = ids[pair];
+  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
+  if (col0 >= I) return;
+  const QuantMatrix& m = ex.gate_up_packed;
+  const bf16* xr = x + row * ldx;
+  float g[kColsPerWarp][4] = {}, u[kColsPerWarp][4] = {};
+  const int64_t pieces = H / kPer;
+  for (int64_t i = lane; i < pieces; i += 32) {
+#pragma unroll
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      if (col0 + j >= I) break;
+      const int64_t rg = e * 2 * I + col0 + j, ru = rg + I;
+      const uint4 qg = load_stream16(row_at(m, rg) + i * 16), qu = load_stream16(row_at(m, ru) + i * 16);
+      piece_dot<K>(m, rg, i * kPer, qg, xr, g[j]);
+      piece_dot<K>(m, ru, i * kPer, qu, xr, u[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const float gs = finish(g[j]), us = finish(u[j]);
+    if (lane == 0 && col0 + j < I) act[static_cast<int64_t>(pair) * I + col0 + j] = __float2bfloat16_rn(swiglu(gs, us));
+  }
+}
+
+// grid (ceil(H / (kWarps·kColsPerWarp)), rows): y[row, col] (+)= Σ_slot w_slot · act[pair]·D_e[col],
+// slots in order.
+template <QuantKind K>
+__global__ void __launch_bounds__(kWarps * 32)
+    down_kernel(const bf16* act, MoeExperts ex, const int32_t* ids, const float* weights, float* y, int64_t ldy, bool accumulate) {
+  chained_kernel_start();
+  constexpr int kPer = quant::kPieceElements<K>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.y, H = ex.hidden, I = ex.inter;
+  const int slots = ex.slots;
+  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
+  if (col0 >= H) return;
+  const QuantMatrix& m = ex.down_packed;
+  float sum[kColsPerWarp] = {};
+  const int64_t pieces = I / kPer;
+  for (int s = 0; s < slots; ++s) {
+    const int64_t e = ids[row * slots + s];
+    const bf16* a = act + (row * slots + s) * I;
+    float part[kColsPerWarp][4] = {};
+    for (int64_t i = lane; i < pieces; i += 32) {
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j) {
+        if (col0 + j >= H) break;
+        const int64_t r = e * H + col0 + j;
+        piece_dot<K>(m, r, i * kPer, load_stream16(row_at(m, r) + i * 16), a, part[j]);
+      }
+    }
+    const float w = weights[row * slots + s];
+#pragma unroll
+    for (int j = 0; j < kColsPerWarp; ++j) sum[j] = fmaf(w, finish(part[j]), sum[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j)
+    if (lane == 0 && col0 + j < H) {
+      float* out = y + row * ldy + col0 + j;
+      *out = accumulate ? *out + sum[j] : sum[j];
+    }
+}
+
+template <QuantKind K>
+void launch(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
+            int64_t ldy, bool accumulate, cudaStream_t stream) {
+  constexpr int per_block = kWarps * kColsPerWarp;
+  const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
+  launch_chained(gate_up_kernel<K>, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
+  QWENRT_CUDA_CHECK_LAUNCH();
+  const dim3 down_grid(static_cast<unsigned>((ex.hidden + per_block - 1) / per_block), static_cast<unsigned>(rows));
+  launch_chained(down_kernel<K>, down_grid, dim3(kWarps * 32), 0, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy, accumulate);
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void moe_decode_packed(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
+                       int64_t ldy, bool accumulate, cudaStream_t stream) {
+  const QuantMatrix& gu = ex.gate_up_packed;
+  const QuantMatrix& d = ex.down_packed;
+  check_quant_matrix(gu, "moe_decode (gate/up)");
+  check_quant_matrix(d, "moe_decode (down)");
+  const int64_t stacked = ex.experts + (ex.shared ? 1 : 0);
+  if (gu.kind != d.kind || gu.cols != ex.hidden || d.cols != ex.inter || gu.rows != stacked * 2 * ex.inter || d.rows != stacked * ex.hidden)
+    fail("moe_decode: packed experts of ", gu.rows, "x", gu.cols, " and ", d.rows, "x", d.cols, " for ", stacked, " experts of H ", ex.hidden,
+         ", I ", ex.inter);
+  switch (gu.kind) {
+    case QuantKind::Affine4: return launch<QuantKind::Affine4>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
+    case QuantKind::Affine8: return launch<QuantKind::Affine8>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
+    case QuantKind::Fp8: return launch<QuantKind::Fp8>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
+  }
+}
+
+}  // namespace qwenrt::cuda
