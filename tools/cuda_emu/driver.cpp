@@ -222,7 +222,8 @@ int wgmma_check();
 // RuntimeOptions::state_wgmma (QWENRT_CUDA_STATE_WGMMA=1) runs the state kernel on them, as on the GPU.
 bool qwenrt::cuda::wgmma_available() { return true; }
 
-int moe_check();  // moe_check.cpp
+int moe_check();    // moe_check.cpp
+int quant_check();  // quant_check.cpp
 
 int main(int argc, char** argv) {
   emu::g_policy = argc > 1 ? std::atoi(argv[1]) : 0;
@@ -231,6 +232,7 @@ int main(int argc, char** argv) {
   const int which = argc > 4 ? std::atoi(argv[4]) : -1;
   if (which < 0 || which == 5) failures += wgmma_check();
   if (which < 0 || which == 8) failures += moe_check();
+  if (which < 0 || which == 9) failures += quant_check();
   const std::vector<SpanCase> kMixed = {{1, 0, 3}, {64, 5, 0}, {150, 0, 5}, {3, 2, 1}, {70, 300, 6}};
   if (which < 0 || which == 0) run_window(2, 2, 8, kMixed, false, 21);
   if (which < 0 || which == 1) run_window(2, 6, 8, kMixed, false, 22);

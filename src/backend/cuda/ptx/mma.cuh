@@ -23,6 +23,22 @@ __device__ __forceinline__ uint4 load_stream16(const void* p) {
   return v;
 }
 
+// 8 and 4 bytes with the same policy (the quantized decode kernel's narrower pieces).
+__device__ __forceinline__ uint2 load_stream8(const void* p) {
+  uint2 v;
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v2.u32 {%0,%1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(p), "l"(policy));
+  return v;
+}
+__device__ __forceinline__ uint32_t load_stream4(const void* p) {
+  uint32_t v;
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(policy));
+  return v;
+}
+
 // 16 bytes that other warps also read (activations): cached.
 __device__ __forceinline__ uint4 load_shared16(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
 

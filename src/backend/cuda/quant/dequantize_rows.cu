@@ -45,6 +45,12 @@ __global__ void dequantize_kernel(QuantMatrix m, int64_t r0, int64_t count, __nv
   }
 }
 
+template <QuantKind K>
+void launch_dequantize(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloat16* out, dim3 blocks, cudaStream_t stream) {
+  const auto kernel = dequantize_kernel<K>;
+  launch_chained(kernel, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
+}
+
 __global__ void embed_quant_kernel(const int32_t* tokens, const int32_t* from, const int32_t* picks, QuantMatrix m, float* out) {
   chained_kernel_start();
   const int32_t f = from[blockIdx.x];
@@ -63,9 +69,9 @@ void dequantize_rows(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloa
   const int64_t work = count * (m.cols / m.elements_per_load());
   const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16)));
   switch (m.kind) {
-    case QuantKind::Affine4: launch_chained(dequantize_kernel<QuantKind::Affine4>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
-    case QuantKind::Affine8: launch_chained(dequantize_kernel<QuantKind::Affine8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
-    case QuantKind::Fp8: launch_chained(dequantize_kernel<QuantKind::Fp8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out); break;
+    case QuantKind::Affine4: launch_dequantize<QuantKind::Affine4>(m, r0, count, out, blocks, stream); break;
+    case QuantKind::Affine8: launch_dequantize<QuantKind::Affine8>(m, r0, count, out, blocks, stream); break;
+    case QuantKind::Fp8: launch_dequantize<QuantKind::Fp8>(m, r0, count, out, blocks, stream); break;
   }
   QWENRT_CUDA_CHECK_LAUNCH();
 }

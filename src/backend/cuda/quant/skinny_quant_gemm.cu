@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
@@ -17,6 +18,7 @@ namespace {
 constexpr int kWarps = 8;  // warps of a block split K between them
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileRows = 16;  // weight rows per block: one m16 tile
+constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);
 
 struct QuantSegments {
   QuantSegment seg[kSkinnyQuantMaxSegments];
@@ -41,30 +43,15 @@ struct Layout {
 // PB bytes that are read once (load_stream16's policy: not kept in L1, evicted first from L2).
 template <int PB>
 __device__ __forceinline__ void load_piece(const uint8_t* p, uint32_t (&w)[PB / 4]) {
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   if constexpr (PB == 16) {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "l"(p), "l"(policy));
+    const uint4 v = load_stream16(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
   } else if constexpr (PB == 8) {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v2.u32 {%0,%1}, [%2], %3;" : "=r"(w[0]), "=r"(w[1]) : "l"(p), "l"(policy));
+    const uint2 v = load_stream8(p);
+    w[0] = v.x, w[1] = v.y;
   } else {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.u32 %0, [%1], %2;" : "=r"(w[0]) : "l"(p), "l"(policy));
+    w[0] = load_stream4(p);
   }
-}
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
-
-// (a & mask) | c in one LOP3.
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t c) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(mask), "r"(c));
-  return r;
 }
 
 // The fields of a piece as bf16 pairs that the tensor cores multiply exactly, and the offset every
@@ -83,20 +70,16 @@ __device__ __forceinline__ void step_pairs(const uint32_t (&w)[PB / 4], int s, i
   if constexpr (K == QuantKind::Affine4) {
     // Word s/2; step parity h takes nibble pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
     const uint32_t v = w[s / 2] >> (8 * (s % 2));
-    lo = and_or(v, 0x000F000Fu, 0x43004300u);
-    hi = and_or(v >> 4, 0x000F000Fu, 0x43004300u);
+    lo = quant::nibble_pair_128(v);
+    hi = quant::nibble_pair_128(v >> 4);
   } else if constexpr (K == QuantKind::Affine8) {
     // Word s: bytes (0, 2) and (1, 3); pass 0 the low nibbles, pass 1 the high ones.
-    const uint32_t v = pass == 0 ? w[s] : w[s] >> 4;
-    const uint32_t magic = pass == 0 ? 0x43004300u : 0x45004500u;
-    lo = and_or(v, 0x000F000Fu, magic);
-    hi = and_or(v >> 8, 0x000F000Fu, magic);
+    lo = pass == 0 ? quant::nibble_pair_128(w[s]) : quant::nibble_pair_2048(w[s] >> 4);
+    hi = pass == 0 ? quant::nibble_pair_128(w[s] >> 8) : quant::nibble_pair_2048(w[s] >> 12);
   } else {
-    // Word s: bytes (0, 2) and (1, 3).
-    const uint32_t v = w[s];
-    const uint32_t m02 = ((v << 4) & 0x07F007F0u) | ((v << 8) & 0x80008000u);
-    const uint32_t m13 = ((v >> 4) & 0x07F007F0u) | (v & 0x80008000u);
-    const __nv_bfloat162 two120 = __halves2bfloat162(__ushort_as_bfloat16(0x7B80), __ushort_as_bfloat16(0x7B80));
+    // Word s: bytes (0, 2) and (1, 3), times 2^120.
+    const uint32_t m02 = quant::fp8_pair_02(w[s]), m13 = quant::fp8_pair_13(w[s]);
+    const __nv_bfloat162 two120 = __halves2bfloat162(__ushort_as_bfloat16(quant::kBf16Two120), __ushort_as_bfloat16(quant::kBf16Two120));
     const __nv_bfloat162 a = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&m02), two120);
     const __nv_bfloat162 b = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&m13), two120);
     lo = *reinterpret_cast<const uint32_t*>(&a);
@@ -111,12 +94,12 @@ __device__ __forceinline__ void b_pairs(const uint32_t* x, int s, uint32_t& b0, 
   if constexpr (K == QuantKind::Affine4) {
     // Word s/2 covers columns 8(s/2) .. +8: pairs (j, j + 4) for j = 2(s%2), 2(s%2) + 1.
     const uint32_t p = x[4 * (s / 2) + (s % 2)], q = x[4 * (s / 2) + (s % 2) + 2];
-    b0 = prmt(p, q, 0x5410);
-    b1 = prmt(p, q, 0x7632);
+    b0 = __byte_perm(p, q, 0x5410);
+    b1 = __byte_perm(p, q, 0x7632);
   } else {
     // Word s covers columns 4s .. 4s + 4: pairs (0, 2) and (1, 3).
-    b0 = prmt(x[2 * s], x[2 * s + 1], 0x5410);
-    b1 = prmt(x[2 * s], x[2 * s + 1], 0x7632);
+    b0 = __byte_perm(x[2 * s], x[2 * s + 1], 0x5410);
+    b1 = __byte_perm(x[2 * s], x[2 * s + 1], 0x7632);
   }
 }
 
@@ -141,7 +124,8 @@ __device__ __forceinline__ float scale_at(const void* table, QuantScale type, in
 template <QuantKind K, int PB>
 __global__ void __launch_bounds__(kThreads, 2) skinny_quant_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, QuantSegments segs) {
   using L = Layout<K, PB>;
-  __shared__ float red[kWarps * 4 * 32];
+  extern __shared__ float4 smem_raw[];
+  float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
   const int tile = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   int si = 0;
@@ -289,7 +273,9 @@ int piece_bytes(const QuantMatrix& m) {
 
 template <QuantKind K, int PB>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
-  launch_chained(skinny_quant_kernel<K, PB>, dim3(static_cast<unsigned>(segs.first_tile[segs.count])), dim3(kThreads), 0, stream, x, n, ldx, segs);
+  const auto kernel = skinny_quant_kernel<K, PB>;
+  const dim3 grid(static_cast<unsigned>(segs.first_tile[segs.count]));
+  launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
 }
 
 void launch_variant(QuantKind kind, int pb, const __nv_bfloat16* x, int n, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
