@@ -125,15 +125,9 @@ __host__ __device__ inline float piece_value(const uint32_t (&w)[4], int j, floa
   else return fp8_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale);
 }
 
-// ---- bf16 pairs, as the tensor-core decode kernel (skinny_quant_gemm) makes them ---------------
+// ---- bf16 pairs, as the tensor-core FP8 decode kernel (skinny_quant_fp8) makes them -----------
 // Exact bf16 values from a few bit operations, no conversion; a CPU test checks every code.
 
-// The low nibbles of v's two 16-bit halves as bf16 128 + q (0x4300 is 128: q fills the low
-// mantissa bits).
-__host__ __device__ inline uint32_t nibble_pair_128(uint32_t v) { return (v & 0x000F000Fu) | 0x43004300u; }
-// The same nibbles as bf16 2048 + 16·q (the high nibble of an 8-bit field; 0x4500 is 2048, whose
-// mantissa step is 16).
-__host__ __device__ inline uint32_t nibble_pair_2048(uint32_t v) { return (v & 0x000F000Fu) | 0x45004500u; }
 // The e4m3 bytes 0 and 2 (fp8_pair_02) or 1 and 3 (fp8_pair_13) of v as bf16 pairs worth 2^-120
 // times their values, subnormals and the NaN codes (read as ±480, as e4m3_to_f32) included: the
 // sign to bf16's sign, the 7 other bits under bf16's low exponent and top mantissa bits.

@@ -1,14 +1,11 @@
 #pragma once
 // Decode-shaped products y = x · Wᵀ over quantized weights (quant_matrix.h) for 1..8 activation
-// rows, on the tensor cores: each weight row is streamed once per call for all rows, its fields
-// turned into exact bf16 values in registers (a few integer operations per pair, no conversions)
-// and multiplied against the activations by m16n8k16 products with f32 sums; each affine group's
-// (FP8 tile's) sums are then scaled once: y += s · Σ q·x + b · Σ x (the activations' sums come from
-// the same products against ones). No weight is ever rounded: the result differs from the exact
-// f32 product only by the order of the f32 sums. The structure of the bf16 skinny_gemm: 16-row
-// tiles, the K range split among a block's warps, the next pieces' loads in flight while the
-// current ones are multiplied; several weights sharing k in one launch (segments), each output
-// written or added to (a fused residual add).
+// rows: each weight row is streamed once per call for all rows and dequantized in registers, f32
+// sums; several weights sharing k in one launch (segments), each output written or added to (a
+// fused residual add). MLX affine weights: a warp per weight row, each field dequantized with one
+// rounding as the CPU does (skinny_quant_affine.cu). Block FP8: on the tensor cores, 16-row tiles
+// with the K split among 8 warps, each e4m3 byte made its exact bf16 value and each tile column's
+// sums scaled once (skinny_quant_fp8.cu); no weight rounded.
 //
 // Batch-invariant and deterministic: a batch row's sums never see another row's activations, and
 // every sum is taken in a fixed order, so a row's result is the same bit for bit alone or among 8.

@@ -1,0 +1,161 @@
+// Decode-shaped products over MLX affine weights (skinny_quant_gemm.h): one warp per weight row,
+// 16-byte loads (32 four-bit or 16 eight-bit fields, inside one group), 4 loads in flight per lane,
+// each field dequantized in registers with one rounding (fma(s, q, b), as the CPU) and multiplied
+// into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's result is
+// the same bit for bit alone or among 8. (A tensor-core form, exact per-group sums, measured slower
+// on the H100 for these formats: bench/results/2026-12-06-0005-h100-quant.md.)
+#include <cstdint>
+
+#include "backend/cuda/ptx/mma.cuh"
+#include "backend/cuda/quant/quant_decode.cuh"
+#include "backend/cuda/quant/skinny_quant_kernels.h"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // weight rows per block, one per warp
+constexpr int kThreads = kWarps * 32;
+constexpr int kLoadsInFlight = 4;  // 16-byte weight loads a lane issues before it multiplies them
+
+struct QuantSegments {
+  QuantSegment seg[kSkinnyQuantMaxSegments];
+  int64_t first_row[kSkinnyQuantMaxSegments + 1];  // first global row of each segment; [count] = all rows
+  int count;
+};
+
+// The 8 bf16 activations x[e .. e + 8) as f32 (element 2j is word j's low half).
+__device__ __forceinline__ void load_x8(const __nv_bfloat16* p, float (&xv)[8]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    xv[2 * j] = quant::bits_to_f32(w[j] << 16);
+    xv[2 * j + 1] = quant::bits_to_f32(w[j] & 0xffff0000u);
+  }
+}
+
+// acc[b][j mod 4] += x_b[e + j] · wv[j] for j = 0..7, in order.
+template <int NR>
+__device__ __forceinline__ void dot8(const float (&wv)[8], const __nv_bfloat16* x, int64_t ldx, int64_t e, float (&acc)[NR][4]) {
+#pragma unroll
+  for (int b = 0; b < NR; ++b) {
+    float xv[8];
+    load_x8(x + b * ldx + e, xv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[b][j & 3] = __fmaf_rn(xv[j], wv[j], acc[b][j & 3]);
+  }
+}
+
+// One 16-byte piece of row r starting at element e0 (all of it inside one affine group or FP8
+// tile: check_quant_matrix), dequantized (quant_decode.cuh, as the CPU test checks it) and
+// multiplied into acc, 8 elements at a time.
+template <QuantKind K, int NR>
+__device__ __forceinline__ void piece(const QuantMatrix& m, int64_t r, int64_t e0, uint4 q, const __nv_bfloat16* x, int64_t ldx,
+                                      float (&acc)[NR][4]) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float scale, bias;
+  quant::piece_scale_bias<K>(m, r, e0, scale, bias);
+#pragma unroll
+  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
+    float wv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wv[j] = quant::piece_value<K>(w, 8 * o + j, scale, bias);
+    dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
+  }
+}
+
+// Lane `lane`'s share of row r's dot products with the NR activation rows.
+template <QuantKind K, int NR>
+__device__ __forceinline__ void row_sums(const QuantMatrix& m, int64_t r, const __nv_bfloat16* x, int64_t ldx, int lane, float (&acc)[NR][4]) {
+  constexpr int kPer = quant::kPieceElements<K>;
+  const int64_t pieces = m.cols / kPer;
+  const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
+  for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kLoadsInFlight) {
+    uint4 q[kLoadsInFlight];
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t i = i0 + 32 * u;
+      q[u] = i < pieces ? load_stream16(row + i * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t i = i0 + 32 * u;
+      if (i < pieces) piece<K, NR>(m, r, i * kPer, q[u], x, ldx, acc);
+    }
+  }
+}
+
+template <int NR>
+__global__ void __launch_bounds__(kThreads) skinny_quant_kernel(const __nv_bfloat16* __restrict__ x, int64_t ldx, QuantSegments segs) {
+  chained_kernel_start();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t global_row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (global_row >= segs.first_row[segs.count]) return;
+  int s = 0;
+  while (s + 1 < segs.count && global_row >= segs.first_row[s + 1]) ++s;
+  const QuantSegment& seg = segs.seg[s];
+  const int64_t r = global_row - segs.first_row[s];
+
+  float acc[NR][4];
+#pragma unroll
+  for (int b = 0; b < NR; ++b)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
+  switch (seg.w.kind) {
+    case QuantKind::Affine4: row_sums<QuantKind::Affine4, NR>(seg.w, r, x, ldx, lane, acc); break;
+    case QuantKind::Affine8: row_sums<QuantKind::Affine8, NR>(seg.w, r, x, ldx, lane, acc); break;
+    default: break;  // FP8 runs through skinny_quant_fp8.cu
+  }
+  float v[NR];
+#pragma unroll
+  for (int b = 0; b < NR; ++b) {
+    v[b] = __fadd_rn(__fadd_rn(acc[b][0], acc[b][1]), __fadd_rn(acc[b][2], acc[b][3]));
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v[b] = __fadd_rn(v[b], __shfl_xor_sync(0xffffffffu, v[b], off));
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int b = 0; b < NR; ++b) {
+    float* y = seg.y + b * seg.ldy + r;
+    *y = seg.accumulate ? __fadd_rn(*y, v[b]) : v[b];
+  }
+}
+
+template <int NR>
+void launch(const __nv_bfloat16* x, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
+  const int64_t blocks = (segs.first_row[segs.count] + kWarps - 1) / kWarps;
+  const auto kernel = skinny_quant_kernel<NR>;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  launch_chained(kernel, grid, dim3(kThreads), 0, stream, x, ldx, segs);
+}
+
+}  // namespace
+
+void skinny_quant_affine(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
+  QuantSegments segs{};
+  segs.count = static_cast<int>(segments.size());
+  int64_t rows = 0;
+  for (int i = 0; i < segs.count; ++i) {
+    segs.seg[i] = segments[i];
+    segs.first_row[i] = rows;
+    rows += segments[i].w.rows;
+  }
+  segs.first_row[segs.count] = rows;
+  if ((rows + kWarps - 1) / kWarps > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
+  switch (n) {
+    case 1: launch<1>(x, ldx, segs, stream); break;
+    case 2: launch<2>(x, ldx, segs, stream); break;
+    case 3: launch<3>(x, ldx, segs, stream); break;
+    case 4: launch<4>(x, ldx, segs, stream); break;
+    case 5: launch<5>(x, ldx, segs, stream); break;
+    case 6: launch<6>(x, ldx, segs, stream); break;
+    case 7: launch<7>(x, ldx, segs, stream); break;
+    default: launch<8>(x, ldx, segs, stream); break;
+  }
+  QWENRT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwenrt::cuda
