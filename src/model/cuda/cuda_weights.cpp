@@ -216,32 +216,29 @@ void bind_moe(MoeWeights& m, Uploader& up, bool record) {
   std::vector<MlpWeights*> experts;
   for (MlpWeights& e : m.experts) experts.push_back(&e);
   if (m.has_shared) experts.push_back(&m.shared);
+  const auto r = up.stacked(router);
+  // The experts' gate/up and down stacks: packed (moe.h MoeExperts::packed: the bytes the
+  // checkpoint has) where every expert is quantized alike, else bf16.
+  std::vector<BoundWeight> gu, d;
   if (experts_packable(experts)) {
-    // Packed stacks (moe.h MoeExperts::packed): the bytes the checkpoint has, not bf16.
     std::vector<const Weight*> gate_up, down;
     for (MlpWeights* e : experts) {
       gate_up.push_back(&e->gate);
       gate_up.push_back(&e->up);
       down.push_back(&e->down);
     }
-    const auto r = up.stacked(router), gu = up.stacked_packed(gate_up), d = up.stacked_packed(down);
-    if (!record) return;
-    m.router.bound = r[0];
-    if (m.has_shared) m.shared_gate.bound = r[1];
-    for (std::size_t i = 0; i < experts.size(); ++i) {
-      experts[i]->gate.bound = gu[2 * i];
-      experts[i]->up.bound = gu[2 * i + 1];
-      experts[i]->down.bound = d[i];
+    gu = up.stacked_packed(gate_up);
+    d = up.stacked_packed(down);
+  } else {
+    std::vector<Piece> gate_up, down;
+    for (MlpWeights* e : experts) {
+      gate_up.push_back({&e->gate, I, H});
+      gate_up.push_back({&e->up, I, H});
+      down.push_back({&e->down, H, I});
     }
-    return;
+    gu = up.stacked(gate_up);
+    d = up.stacked(down);
   }
-  std::vector<Piece> gate_up, down;
-  for (MlpWeights* e : experts) {
-    gate_up.push_back({&e->gate, I, H});
-    gate_up.push_back({&e->up, I, H});
-    down.push_back({&e->down, H, I});
-  }
-  const auto r = up.stacked(router), gu = up.stacked(gate_up), d = up.stacked(down);
   if (!record) return;
   m.router.bound = r[0];
   if (m.has_shared) m.shared_gate.bound = r[1];

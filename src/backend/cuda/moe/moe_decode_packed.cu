@@ -1,13 +1,12 @@
 // moe_decode over packed quantized experts (MoeExperts::packed): the structure of the bf16 decode
 // kernels (moe_decode.cu), each 16-byte piece of a selected expert's row dequantized in registers
-// as quant_decode.cuh values it (the exact f32 value the CPU computes, one rounding) and multiplied
-// into four f32 sums in a fixed order, then a fixed butterfly: a row's result does not depend on the
-// other rows. Only the selected experts' packed bytes are read.
+// and multiplied as the warp-per-row quantized products do (quant/piece_dot.cuh): a row's result
+// does not depend on the other rows. Only the selected experts' packed bytes are read.
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_decode_packed.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/quant/quant_decode.cuh"
+#include "backend/cuda/quant/piece_dot.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "core/error.h"
@@ -19,40 +18,7 @@ using bf16 = __nv_bfloat16;
 constexpr int kWarps = 4;
 constexpr int kColsPerWarp = 2;
 
-// The bf16 activations a[e .. e + 8) as f32.
-__device__ __forceinline__ void load_x8(const bf16* p, float (&xv)[8]) {
-  const uint4 u = load_shared16(p);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    xv[2 * j] = quant::bits_to_f32(w[j] << 16);
-    xv[2 * j + 1] = quant::bits_to_f32(w[j] & 0xffff0000u);
-  }
-}
-
-// acc[j mod 4] += x[e0 + j] · value j of piece q of row r (all of the piece in one group or tile).
-template <QuantKind K>
-__device__ __forceinline__ void piece_dot(const QuantMatrix& m, int64_t r, int64_t e0, const uint4& q, const bf16* x, float (&acc)[4]) {
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  float scale, bias;
-  quant::piece_scale_bias<K>(m, r, e0, scale, bias);
-#pragma unroll
-  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
-    float xv[8];
-    load_x8(x + e0 + 8 * o, xv);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j & 3] = __fmaf_rn(xv[j], quant::piece_value<K>(w, 8 * o + j, scale, bias), acc[j & 3]);
-  }
-}
-
 __device__ __forceinline__ const uint8_t* row_at(const QuantMatrix& m, int64_t r) { return static_cast<const uint8_t*>(m.data) + r * m.row_bytes(); }
-
-__device__ __forceinline__ float finish(const float (&acc)[4]) {
-  float v = __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3]));
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots): act[pair, col] = bf16(silu(x·G[col]) · (x·U[col])).
 template <QuantKind K>
@@ -67,7 +33,7 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(const bf16* x, int
   if (col0 >= I) return;
   const QuantMatrix& m = ex.gate_up_packed;
   const bf16* xr = x + row * ldx;
-  float g[kColsPerWarp][4] = {}, u[kColsPerWarp][4] = {};
+  float g[kColsPerWarp][1][4] = {}, u[kColsPerWarp][1][4] = {};
   const int64_t pieces = H / kPer;
   for (int64_t i = lane; i < pieces; i += 32) {
 #pragma unroll
@@ -75,13 +41,13 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(const bf16* x, int
       if (col0 + j >= I) break;
       const int64_t rg = e * 2 * I + col0 + j, ru = rg + I;
       const uint4 qg = load_stream16(row_at(m, rg) + i * 16), qu = load_stream16(row_at(m, ru) + i * 16);
-      piece_dot<K>(m, rg, i * kPer, qg, xr, g[j]);
-      piece_dot<K>(m, ru, i * kPer, qu, xr, u[j]);
+      piece<K, 1>(m, rg, i * kPer, qg, xr, 0, g[j]);
+      piece<K, 1>(m, ru, i * kPer, qu, xr, 0, u[j]);
     }
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j) {
-    const float gs = finish(g[j]), us = finish(u[j]);
+    const float gs = warp_sum(g[j][0]), us = warp_sum(u[j][0]);
     if (lane == 0 && col0 + j < I) act[static_cast<int64_t>(pair) * I + col0 + j] = __float2bfloat16_rn(swiglu(gs, us));
   }
 }
@@ -104,18 +70,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int s = 0; s < slots; ++s) {
     const int64_t e = ids[row * slots + s];
     const bf16* a = act + (row * slots + s) * I;
-    float part[kColsPerWarp][4] = {};
+    float part[kColsPerWarp][1][4] = {};
     for (int64_t i = lane; i < pieces; i += 32) {
 #pragma unroll
       for (int j = 0; j < kColsPerWarp; ++j) {
         if (col0 + j >= H) break;
         const int64_t r = e * H + col0 + j;
-        piece_dot<K>(m, r, i * kPer, load_stream16(row_at(m, r) + i * 16), a, part[j]);
+        piece<K, 1>(m, r, i * kPer, load_stream16(row_at(m, r) + i * 16), a, 0, part[j]);
       }
     }
     const float w = weights[row * slots + s];
 #pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j) sum[j] = fmaf(w, finish(part[j]), sum[j]);
+    for (int j = 0; j < kColsPerWarp; ++j) sum[j] = fmaf(w, warp_sum(part[j][0]), sum[j]);
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j)

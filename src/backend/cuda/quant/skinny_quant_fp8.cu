@@ -4,10 +4,8 @@
 // f32 sums, each tile column's sums scaled once. No weight is rounded; a row's result is the same
 // bits alone or among 8.
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/quant/quant_decode.cuh"
