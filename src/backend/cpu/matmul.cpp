@@ -25,7 +25,7 @@ RowKernel row_kernel(const Weight& w) {
 
 }  // namespace
 
-const char* matmul_isa() { return have_avx2() ? "avx2" : "scalar"; }
+const char* matmul_isa() { return have_avx512vl() ? "avx2+avx512vl" : have_avx2() ? "avx2" : "scalar"; }
 
 void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOutput> outputs, ThreadPool& pool) {
   // Concatenate all outputs' rows into one index space and split it across threads.

@@ -21,6 +21,7 @@ void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& 
 void fp8_block_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void fp8_block_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-bool have_avx2();  // AVX2 + FMA + F16C on this machine
+bool have_avx2();      // AVX2 + FMA + F16C on this machine
+bool have_avx512vl();  // and AVX-512F + VL (the 4-bit decode lookup, matmul_mlx_affine.cpp)
 
 }  // namespace qwenrt::cpu
