@@ -5,7 +5,7 @@
 # e.g. carry .gpu (this build) and .gpu-before (main's), then scripts/gpu_quant_ab.sh .gpu .gpu-before
 # Prints the tests' verdicts and errors, the skinny quantized product bench of each build, and
 # `qwenrt bench` lines: 27B q4/q8/fp8 decode, 27B q4 and bf16 8k prefill, 35B-A3B q4 decode and
-# 8k prefill, Qwen3-Next-80B-A3B q4 decode.
+# 8k prefill, Qwen3-Next-80B-A3B q4 decode; then GPU time by part of the 27B q4 and bf16 8k prefills.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_libs.sh
@@ -30,3 +30,8 @@ echo "27b bf16 8k: $(bench "$new" 27b "" 8192 4)"
 echo "35b-a3b q4 after: $(bench "$new" 35b-a3b q4 512 32)"
 echo "35b-a3b q4 8k after: $(bench "$new" 35b-a3b q4 8192 4)"
 echo "next-80b-a3b q4 after: $(bench "$new" next-80b-a3b q4 512 32)"
+# Where the 8k prefill spends its GPU time, quantized against bf16 (QWENRT_CUDA_PROFILE: per part).
+for q in q4 ""; do
+  QWENRT_CUDA_PROFILE=1 timeout 150 "$new/qwenrt" bench --device cuda --synthetic 27b ${q:+--quant $q} --prompt-tokens 8192 --gen-tokens 2 >"$keep/profile-27b-${q:-bf16}-8k.txt" 2>&1
+  echo "== profile 27b ${q:-bf16} 8k prefill (top parts)"; grep -A14 "GPU time by part" "$keep/profile-27b-${q:-bf16}-8k.txt" | head -16
+done

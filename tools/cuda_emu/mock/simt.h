@@ -313,3 +313,4 @@ inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }

@@ -111,18 +111,38 @@ __host__ __device__ inline void piece_scale_bias(const QuantMatrix& m, int64_t r
     scale = fp8_scale(m, r, e0);
     bias = 0.0f;
   } else {
-    const int64_t g = r * (m.cols / m.group_size) + e0 / m.group_size;
+    // Group sizes are 32, 64 or 128 (check_quant_matrix): shifts, not 64-bit divisions, per piece.
+    const int shift = m.group_size == 32 ? 5 : m.group_size == 64 ? 6 : 7;
+    const int64_t g = r * (m.cols >> shift) + (e0 >> shift);
     scale = load_scale(m.scales, m.scale_type, g);
     bias = load_scale(m.biases, m.scale_type, g);
   }
 }
 
-// The value of element j of a piece whose words are w.
+// Byte k of v as an exact f32, without an integer conversion (a quarter-rate instruction on the
+// GPU, which bounded the 4-bit decode kernel): the bits 0x4B0000qq are the float 2^23 + q, and taking
+// 2^23 off is exact. On the GPU (and in tools/cuda_emu) the byte moves with one PRMT.
+__host__ __device__ inline float byte_to_f32(uint32_t v, int k) {
+#if defined(__CUDA_ARCH__) || defined(QWENRT_CUDA_EMU)
+  return __fsub_rn(__uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | static_cast<uint32_t>(k))), 8388608.0f);
+#else
+  return bits_to_f32(((v >> (8 * k)) & 0xffu) | 0x4B000000u) - 8388608.0f;
+#endif
+}
+
+// The value of element j of a piece whose words are w. Four-bit fields: the even nibbles of a word
+// are the bytes of w & 0x0F0F0F0F, the odd ones those of (w >> 4) & 0x0F0F0F0F (shared by the
+// unrolled callers' eight elements of a word).
 template <QuantKind K>
 __host__ __device__ inline float piece_value(const uint32_t (&w)[4], int j, float scale, float bias) {
-  if constexpr (K == QuantKind::Affine4) return affine_value((w[j / 8] >> (4 * (j % 8))) & 0xfu, scale, bias);
-  else if constexpr (K == QuantKind::Affine8) return affine_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale, bias);
-  else return fp8_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale);
+  if constexpr (K == QuantKind::Affine4) {
+    const uint32_t v = w[j / 8], nibbles = (j % 2 == 0 ? v : v >> 4) & 0x0F0F0F0Fu;
+    return fma_rn(scale, byte_to_f32(nibbles, (j % 8) / 2), bias);
+  } else if constexpr (K == QuantKind::Affine8) {
+    return fma_rn(scale, byte_to_f32(w[j / 4], j % 4), bias);
+  } else {
+    return fp8_value((w[j / 4] >> (8 * (j % 4))) & 0xffu, scale);
+  }
 }
 
 // ---- bf16 pairs, as the tensor-core FP8 decode kernel (skinny_quant_fp8) makes them -----------
