@@ -163,7 +163,10 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
     if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kDequantCublas);
     for (const auto& q : quant) {
-      const int64_t slice = std::max<int64_t>(1, std::min(q.w.rows, kDequantSliceElements / q.w.cols));
+      // Slices of whole 128-row tiles: a slice boundary elsewhere puts cuBLAS's output at an
+      // address (and a width) its fast kernels refuse; the slow ones it then picks made 27B's MLP
+      // products 6.5x slower than bf16 (H100, QWENRT_CUDA_PROFILE).
+      const int64_t slice = std::min(q.w.rows, std::max<int64_t>(128, kDequantSliceElements / q.w.cols / 128 * 128));
       bf16* wb = c_.scratch.dequant.get<bf16>(static_cast<std::size_t>(slice * q.w.cols));
       for (int64_t r0 = 0; r0 < q.w.rows; r0 += slice) {
         const int64_t rows = std::min(slice, q.w.rows - r0);

@@ -1,12 +1,9 @@
-// Decode-shaped products over MLX affine weights (skinny_quant_gemm.h): a warp per pair of weight
-// rows (one row for 3 to 8 activation rows, where the registers run short), 16-byte loads (32
-// four-bit or 16 eight-bit fields, inside one group), 4 loads per row in flight per lane with their
-// scales and biases, each activation load serving both rows; each field dequantized in registers
-// with one rounding (fma(s, q, b), as the CPU; q made f32 without an integer conversion) and
-// multiplied into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's
-// result is the same bit for bit alone or among 8, and whichever row it is paired with. (A
-// tensor-core form, exact per-group sums, measured slower on the H100 for these formats:
-// bench/results/2026-12-06-0005-h100-quant.md.)
+// Decode-shaped products over MLX affine weights (skinny_quant_gemm.h): one warp per weight row,
+// 16-byte loads (32 four-bit or 16 eight-bit fields, inside one group), 4 loads in flight per lane,
+// each field dequantized in registers with one rounding (fma(s, q, b), as the CPU) and multiplied
+// into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's result is
+// the same bit for bit alone or among 8. (A tensor-core form, exact per-group sums, measured slower
+// on the H100 for these formats: bench/results/2026-12-06-0005-h100-quant.md.)
 #include <cstdint>
 
 #include "backend/cuda/ptx/mma.cuh"
@@ -19,13 +16,9 @@
 namespace qwenrt::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 8;  // weight rows per block, one per warp
 constexpr int kThreads = kWarps * 32;
-constexpr int kLoadsInFlight = 4;  // 16-byte weight loads per row a lane issues before it multiplies them
-
-// Weight rows per warp for NR activation rows.
-template <int NR>
-constexpr int kRowsPerWarp = NR <= 2 ? 2 : 1;
+constexpr int kLoadsInFlight = 4;  // 16-byte weight loads a lane issues before it multiplies them
 
 struct QuantSegments {
   QuantSegment seg[kSkinnyQuantMaxSegments];
@@ -33,89 +26,62 @@ struct QuantSegments {
   int count;
 };
 
-// Lane `lane`'s share of the dot products of rows r0 .. r0 + R of m with the NR activation rows.
-template <QuantKind K, int NR, int R>
-__device__ __forceinline__ void row_sums(const QuantMatrix& m, int64_t r0, const __nv_bfloat16* x, int64_t ldx, int lane, float (&acc)[R][NR][4]) {
+// Lane `lane`'s share of row r's dot products with the NR activation rows.
+template <QuantKind K, int NR>
+__device__ __forceinline__ void row_sums(const QuantMatrix& m, int64_t r, const __nv_bfloat16* x, int64_t ldx, int lane, float (&acc)[NR][4]) {
   constexpr int kPer = quant::kPieceElements<K>;
-  const int64_t per_row = m.cols / kPer;  // pieces of a row
-  const auto* row = static_cast<const uint8_t*>(m.data) + r0 * m.row_bytes();
-  for (int64_t i0 = lane; i0 < per_row; i0 += 32 * kLoadsInFlight) {
-    uint4 q[kLoadsInFlight][R];
-    float scale[kLoadsInFlight][R], bias[kLoadsInFlight][R];
+  const int64_t pieces = m.cols / kPer;
+  const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
+  for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kLoadsInFlight) {
+    uint4 q[kLoadsInFlight];
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
       const int64_t i = i0 + 32 * u;
-#pragma unroll
-      for (int r = 0; r < R; ++r) q[u][r] = i < per_row ? load_stream16(row + r * m.row_bytes() + i * 16) : make_uint4(0, 0, 0, 0);
+      q[u] = i < pieces ? load_stream16(row + i * 16) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
       const int64_t i = i0 + 32 * u;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        scale[u][r] = bias[u][r] = 0.0f;
-        if (i < per_row) quant::piece_scale_bias<K>(m, r0 + r, i * kPer, scale[u][r], bias[u][r]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int64_t i = i0 + 32 * u;
-      if (i < per_row) pieces<K, NR, R>(q[u], scale[u], bias[u], x, ldx, i * kPer, acc);
-    }
-  }
-}
-
-// Rows r0 .. r0 + R of one segment's weight into its output.
-template <int NR, int R>
-__device__ __forceinline__ void rows_into(const QuantSegment& seg, int64_t r0, const __nv_bfloat16* x, int64_t ldx, int lane) {
-  float acc[R][NR][4];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int b = 0; b < NR; ++b)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[r][b][e] = 0.0f;
-  switch (seg.w.kind) {
-    case QuantKind::Affine4: row_sums<QuantKind::Affine4, NR, R>(seg.w, r0, x, ldx, lane, acc); break;
-    case QuantKind::Affine8: row_sums<QuantKind::Affine8, NR, R>(seg.w, r0, x, ldx, lane, acc); break;
-    default: break;  // FP8 runs through skinny_quant_fp8.cu
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float v[NR];
-#pragma unroll
-    for (int b = 0; b < NR; ++b) v[b] = warp_sum(acc[r][b]);
-    if (lane == 0) {
-#pragma unroll
-      for (int b = 0; b < NR; ++b) {
-        float* y = seg.y + b * seg.ldy + r0 + r;
-        *y = seg.accumulate ? __fadd_rn(*y, v[b]) : v[b];
-      }
+      if (i < pieces) piece<K, NR>(m, r, i * kPer, q[u], x, ldx, acc);
     }
   }
 }
 
 template <int NR>
 __global__ void __launch_bounds__(kThreads) skinny_quant_kernel(const __nv_bfloat16* __restrict__ x, int64_t ldx, QuantSegments segs) {
-  constexpr int R = kRowsPerWarp<NR>;
   chained_kernel_start();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R, total = segs.first_row[segs.count];
-  if (first >= total) return;
+  const int64_t global_row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (global_row >= segs.first_row[segs.count]) return;
   int s = 0;
-  while (s + 1 < segs.count && first >= segs.first_row[s + 1]) ++s;
-  // The warp's rows together where one weight holds them all; else one at a time (the same sums).
-  if (first + R <= segs.first_row[s + 1]) return rows_into<NR, R>(segs.seg[s], first - segs.first_row[s], x, ldx, lane);
-  for (int64_t g = first; g < first + R && g < total; ++g) {
-    while (g >= segs.first_row[s + 1]) ++s;
-    rows_into<NR, 1>(segs.seg[s], g - segs.first_row[s], x, ldx, lane);
+  while (s + 1 < segs.count && global_row >= segs.first_row[s + 1]) ++s;
+  const QuantSegment& seg = segs.seg[s];
+  const int64_t r = global_row - segs.first_row[s];
+
+  float acc[NR][4];
+#pragma unroll
+  for (int b = 0; b < NR; ++b)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
+  switch (seg.w.kind) {
+    case QuantKind::Affine4: row_sums<QuantKind::Affine4, NR>(seg.w, r, x, ldx, lane, acc); break;
+    case QuantKind::Affine8: row_sums<QuantKind::Affine8, NR>(seg.w, r, x, ldx, lane, acc); break;
+    default: break;  // FP8 runs through skinny_quant_fp8.cu
+  }
+  float v[NR];
+#pragma unroll
+  for (int b = 0; b < NR; ++b) v[b] = warp_sum(acc[b]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int b = 0; b < NR; ++b) {
+    float* y = seg.y + b * seg.ldy + r;
+    *y = seg.accumulate ? __fadd_rn(*y, v[b]) : v[b];
   }
 }
 
 template <int NR>
 void launch(const __nv_bfloat16* x, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
-  constexpr int64_t rows_per_block = kWarps * kRowsPerWarp<NR>;
-  const int64_t blocks = (segs.first_row[segs.count] + rows_per_block - 1) / rows_per_block;
+  const int64_t blocks = (segs.first_row[segs.count] + kWarps - 1) / kWarps;
   const auto kernel = skinny_quant_kernel<NR>;
   const dim3 grid(static_cast<unsigned>(blocks));
   launch_chained(kernel, grid, dim3(kThreads), 0, stream, x, ldx, segs);
