@@ -1,4 +1,4 @@
-# Rewrites the DeltaNet window's (and the other emulated kernels') .cu files and kernel headers into plain C++ for the emulator (mock/simt.h): dynamic
+# Rewrites the DeltaNet window's .cu files into plain C++ for the emulator (mock/simt.h): dynamic
 # shared memory comes from the emulated block, <<<...>>> launches become emu::launch calls.
 #   gen.py SRC_DIR OUT_DIR     (SRC_DIR: src/backend/cuda)
 import re, sys, os
@@ -6,8 +6,7 @@ src_dir, out_dir = sys.argv[1], sys.argv[2]
 for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_state.cu', 'deltanet/deltanet_chunk_state_wgmma.cu',
              'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu',
              'moe/moe_route.cu', 'moe/moe_decode.cu', 'moe/moe_window.cu', 'moe/moe_decode_packed.cu',
-             'quant/skinny_quant_gemm.cu', 'quant/skinny_quant_affine.cu', 'quant/skinny_quant_fp8.cu', 'quant/dequantize_rows.cu',
-             'quant/skinny_quant_tiles.cuh']:
+             'quant/skinny_quant_gemm.cu', 'quant/skinny_quant_affine.cu', 'quant/skinny_quant_fp8.cu', 'quant/dequantize_rows.cu']:
     s = open(os.path.join(src_dir, name)).read()
     s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
     def launch(m):
@@ -29,9 +28,4 @@ for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_stat
     # the same over several lines, with a template kernel and a grid held in a variable
     s = re.sub(r'launch_chained\(([\w<>]+), (\w+|dim3\([^()]*\)), (\w+|dim3\([^()]*\)), (\w+), stream, (.*?)\);',
                lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s, flags=re.S)
-    if name.endswith('.cuh'):  # a header with kernels: rewritten under include/, searched before src/
-        dst = os.path.join(out_dir, 'include', 'backend', 'cuda', name)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, 'w').write(s)
-    else:
-        open(os.path.join(out_dir, os.path.basename(name).replace('.cu', '.cpp')), 'w').write(s)
+    open(os.path.join(out_dir, os.path.basename(name).replace('.cu', '.cpp')), 'w').write(s)

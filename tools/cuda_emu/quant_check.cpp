@@ -1,7 +1,6 @@
 // Case 9: the quantized decode kernels (backend/cuda/quant/skinny_quant_gemm and the packed MoE
-// experts, moe/moe_decode_packed, emulated) against double references over the values
-// quant_decode.cuh gives each field (MLX affine ones rounded to bf16 for the products, as they
-// multiply them; exact for the packed experts): every format and piece size, 1 to 8 activation rows, a row
+// experts, moe/moe_decode_packed, emulated) against double references over the exact values
+// quant_decode.cuh gives each field: every format and piece size, 1 to 8 activation rows, a row
 // alone vs among 8 bit for bit, an accumulated second weight; then packed experts in decode and,
 // widened by moe_dequantize, in the grouped window path.
 #include <cmath>
@@ -77,13 +76,6 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& ref) {
   return std::sqrt(e / n);
 }
 
-// The weight value the decode products multiply: FP8 values exactly (bf16 holds every e4m3 value
-// times 2^120), MLX affine values rounded once to bf16 (as dequantize_rows gives the prompt rows).
-double decoded(const QuantMatrix& m, int64_t r, int64_t c) {
-  const float v = quant::element(m, r, c);
-  return m.kind == QuantKind::Fp8 ? v : emu_bf2f(emu_f2bf(v));
-}
-
 int check_products(const char* name, QuantKind kind, int group, bool small = false) {
   std::mt19937 rng(7);
   const int64_t rows = 37, k = 512, ldx = 520, rows2 = 16;  // 37: a partial tile
@@ -105,7 +97,7 @@ int check_products(const char* name, QuantKind kind, int group, bool small = fal
         const QuantMatrix& m = s == 0 ? a.m : b.m;
         for (int64_t r = 0; r < m.rows; ++r) {
           double acc = s == 1 ? 0.25 * static_cast<double>(r) : 0.0;
-          for (int64_t c = 0; c < k; ++c) acc += static_cast<double>(emu_bf2f(x[static_cast<std::size_t>(i * ldx + c)])) * decoded(m, r, c);
+          for (int64_t c = 0; c < k; ++c) acc += static_cast<double>(emu_bf2f(x[static_cast<std::size_t>(i * ldx + c)])) * quant::element(m, r, c);
           ref.push_back(acc);
           got.push_back(y[static_cast<std::size_t>(i * ldy + (s == 0 ? 0 : rows) + r)]);
         }

@@ -36,42 +36,22 @@ __device__ __forceinline__ void dot8(const float (&wv)[8], const __nv_bfloat16* 
   }
 }
 
-// The 16-byte pieces q[0..R) of R rows, all starting at element e0 (all of each inside one affine
-// group or FP8 tile: check_quant_matrix) with their scales and biases, dequantized (quant_decode.cuh,
-// as the CPU test checks it) and multiplied into acc[row], 8 elements at a time: each activation
-// load serves the R rows, and each row's sums take the same fmas in the same order as it would alone.
-template <QuantKind K, int NR, int R>
-__device__ __forceinline__ void pieces(const uint4 (&q)[R], const float (&scale)[R], const float (&bias)[R], const __nv_bfloat16* x,
-                                       int64_t ldx, int64_t e0, float (&acc)[R][NR][4]) {
-#pragma unroll
-  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
-    float wv[R][8];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint32_t w[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wv[r][j] = quant::piece_value<K>(w, 8 * o + j, scale[r], bias[r]);
-    }
-#pragma unroll
-    for (int b = 0; b < NR; ++b) {
-      float xv[8];
-      load_x8(x + b * ldx + e0 + 8 * o, xv);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r][b][j & 3] = __fmaf_rn(xv[j], wv[r][j], acc[r][b][j & 3]);
-    }
-  }
-}
-
-// One 16-byte piece of row r starting at element e0, its scale and bias looked up here.
+// One 16-byte piece of row r starting at element e0 (all of it inside one affine group or FP8
+// tile: check_quant_matrix), dequantized (quant_decode.cuh, as the CPU test checks it) and
+// multiplied into acc, 8 elements at a time.
 template <QuantKind K, int NR>
 __device__ __forceinline__ void piece(const QuantMatrix& m, int64_t r, int64_t e0, uint4 q, const __nv_bfloat16* x, int64_t ldx,
                                       float (&acc)[NR][4]) {
-  const uint4 qs[1] = {q};
-  float scale[1], bias[1];
-  quant::piece_scale_bias<K>(m, r, e0, scale[0], bias[0]);
-  pieces<K, NR, 1>(qs, scale, bias, x, ldx, e0, reinterpret_cast<float(&)[1][NR][4]>(acc));
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float scale, bias;
+  quant::piece_scale_bias<K>(m, r, e0, scale, bias);
+#pragma unroll
+  for (int o = 0; o < quant::kPieceElements<K> / 8; ++o) {
+    float wv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wv[j] = quant::piece_value<K>(w, 8 * o + j, scale, bias);
+    dot8<NR>(wv, x, ldx, e0 + 8 * o, acc);
+  }
 }
 
 // The four sums of a lane added in a fixed order, then across the warp by a fixed butterfly.

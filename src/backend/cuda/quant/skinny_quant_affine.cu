@@ -1,72 +1,116 @@
-// Decode-shaped products over MLX affine weights on the tensor cores (skinny_quant_gemm.h), on the
-// tile skeleton of skinny_quant_tiles.cuh: a lane's piece is 16 bytes of a row (32 four-bit or 16
-// eight-bit fields, inside one group: check_quant_matrix), each field dequantized in registers as
-// fma(scale, q, bias) in f32 (quant_decode.cuh; q made f32 without an integer conversion), rounded
-// to bf16 two at a time, and multiplied on the tensor cores with f32 sums. The weights are the
-// values the prompt rows' dequantization gives (dequantize_rows: the same bf16 roundings), as
-// transformers would hold the dequantized model in bf16; a row's result is the same bits alone or
-// among 8. (The warp-per-row kernel that multiplied the exact f32 values in f32 streamed at a third
-// of the copy bandwidth: a conversion, two fmas and the activations' widening per field.)
-#include <cuda_bf16.h>
-
+// Decode-shaped products over MLX affine weights (skinny_quant_gemm.h): one warp per weight row,
+// 16-byte loads (32 four-bit or 16 eight-bit fields, inside one group), 4 loads in flight per lane,
+// each field dequantized in registers with one rounding (fma(s, q, b), as the CPU) and multiplied
+// into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's result is
+// the same bit for bit alone or among 8. (A tensor-core form, exact per-group sums, measured slower
+// on the H100 for these formats: bench/results/2026-12-06-0005-h100-quant.md.)
 #include <cstdint>
 
 #include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/quant/quant_decode.cuh"
+#include "backend/cuda/quant/piece_dot.cuh"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
-#include "backend/cuda/quant/skinny_quant_tiles.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "core/error.h"
 
 namespace qwenrt::cuda {
 namespace {
 
-// Elements j and j + 1 of a piece as a bf16 pair (j the low half), each rounded once from its f32 value.
-template <QuantKind K>
-__device__ __forceinline__ uint32_t value_pair(const uint32_t (&w)[4], int j, float scale, float bias) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(quant::piece_value<K>(w, j, scale, bias), quant::piece_value<K>(w, j + 1, scale, bias));
-  return *reinterpret_cast<const uint32_t*>(&p);
-}
+constexpr int kWarps = 8;  // weight rows per block, one per warp
+constexpr int kThreads = kWarps * 32;
+constexpr int kLoadsInFlight = 4;  // 16-byte weight loads a lane issues before it multiplies them
 
-template <QuantKind K>
-struct Affine {
-  static constexpr int kBytes = 16, kElems = quant::kPieceElements<K>, kGroup = 2;
-  static constexpr int kSteps = kElems / 4;  // m16n8k16 products per piece: 4 columns of each row per lane
-  struct Scales {
-    float sg = 0.0f, bg = 0.0f, sh = 0.0f, bh = 0.0f;
-  };
-  struct Rows {
-    const QuantMatrix& m;
-    int64_t rg, rh;
-    __device__ Rows(const QuantMatrix& matrix, int64_t g, int64_t h) : m(matrix), rg(g), rh(h) {}
-    __device__ Scales scales(int, int64_t c0) const {
-      Scales s;
-      quant::piece_scale_bias<K>(m, rg, c0, s.sg, s.bg);
-      quant::piece_scale_bias<K>(m, rh, c0, s.sh, s.bh);
-      return s;
-    }
-  };
-  // Step st takes columns 4st .. 4st + 3 of the piece: the pair (4st, 4st + 1) at the fragment's
-  // columns 2t..2t+1 and (4st + 2, 4st + 3) at 2t+8..2t+9, with the activations' pairs in the same
-  // places (xv[2st], xv[2st + 1]): the dot product is order-free in k.
-  __device__ static void multiply(const uint32_t (&wg)[4], const uint32_t (&wh)[4], const Scales& s, const uint32_t* xv, float (&y)[4]) {
+struct QuantSegments {
+  QuantSegment seg[kSkinnyQuantMaxSegments];
+  int64_t first_row[kSkinnyQuantMaxSegments + 1];  // first global row of each segment; [count] = all rows
+  int count;
+};
+
+// Lane `lane`'s share of row r's dot products with the NR activation rows.
+template <QuantKind K, int NR>
+__device__ __forceinline__ void row_sums(const QuantMatrix& m, int64_t r, const __nv_bfloat16* x, int64_t ldx, int lane, float (&acc)[NR][4]) {
+  constexpr int kPer = quant::kPieceElements<K>;
+  const int64_t pieces = m.cols / kPer;
+  const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
+  for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kLoadsInFlight) {
+    uint4 q[kLoadsInFlight];
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      const uint32_t g_lo = value_pair<K>(wg, 4 * st, s.sg, s.bg), g_hi = value_pair<K>(wg, 4 * st + 2, s.sg, s.bg);
-      const uint32_t h_lo = value_pair<K>(wh, 4 * st, s.sh, s.bh), h_hi = value_pair<K>(wh, 4 * st + 2, s.sh, s.bh);
-      mma_bf16_16816(y, g_lo, h_lo, g_hi, h_hi, xv[2 * st], xv[2 * st + 1]);
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t i = i0 + 32 * u;
+      q[u] = i < pieces ? load_stream16(row + i * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int64_t i = i0 + 32 * u;
+      if (i < pieces) piece<K, NR>(m, r, i * kPer, q[u], x, ldx, acc);
     }
   }
-};
+}
+
+template <int NR>
+__global__ void __launch_bounds__(kThreads) skinny_quant_kernel(const __nv_bfloat16* __restrict__ x, int64_t ldx, QuantSegments segs) {
+  chained_kernel_start();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t global_row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (global_row >= segs.first_row[segs.count]) return;
+  int s = 0;
+  while (s + 1 < segs.count && global_row >= segs.first_row[s + 1]) ++s;
+  const QuantSegment& seg = segs.seg[s];
+  const int64_t r = global_row - segs.first_row[s];
+
+  float acc[NR][4];
+#pragma unroll
+  for (int b = 0; b < NR; ++b)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
+  switch (seg.w.kind) {
+    case QuantKind::Affine4: row_sums<QuantKind::Affine4, NR>(seg.w, r, x, ldx, lane, acc); break;
+    case QuantKind::Affine8: row_sums<QuantKind::Affine8, NR>(seg.w, r, x, ldx, lane, acc); break;
+    default: break;  // FP8 runs through skinny_quant_fp8.cu
+  }
+  float v[NR];
+#pragma unroll
+  for (int b = 0; b < NR; ++b) v[b] = warp_sum(acc[b]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int b = 0; b < NR; ++b) {
+    float* y = seg.y + b * seg.ldy + r;
+    *y = seg.accumulate ? __fadd_rn(*y, v[b]) : v[b];
+  }
+}
+
+template <int NR>
+void launch(const __nv_bfloat16* x, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
+  const int64_t blocks = (segs.first_row[segs.count] + kWarps - 1) / kWarps;
+  const auto kernel = skinny_quant_kernel<NR>;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  launch_chained(kernel, grid, dim3(kThreads), 0, stream, x, ldx, segs);
+}
 
 }  // namespace
 
 void skinny_quant_affine(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
-  const skinny_tiles::QuantSegments segs = skinny_tiles::gather(segments);
-  // One launch per field width (a checkpoint's neighbouring weights share theirs).
-  const QuantKind kind = segments[0].w.kind;
-  for (const QuantSegment& s : segments)
-    if (s.w.kind != kind) fail("internal: MLX affine weights of different field widths in one launch");
-  if (kind == QuantKind::Affine4) return skinny_tiles::launch<Affine<QuantKind::Affine4>>(x, n, ldx, segs, stream);
-  return skinny_tiles::launch<Affine<QuantKind::Affine8>>(x, n, ldx, segs, stream);
+  QuantSegments segs{};
+  segs.count = static_cast<int>(segments.size());
+  int64_t rows = 0;
+  for (int i = 0; i < segs.count; ++i) {
+    segs.seg[i] = segments[i];
+    segs.first_row[i] = rows;
+    rows += segments[i].w.rows;
+  }
+  segs.first_row[segs.count] = rows;
+  if ((rows + kWarps - 1) / kWarps > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
+  switch (n) {
+    case 1: launch<1>(x, ldx, segs, stream); break;
+    case 2: launch<2>(x, ldx, segs, stream); break;
+    case 3: launch<3>(x, ldx, segs, stream); break;
+    case 4: launch<4>(x, ldx, segs, stream); break;
+    case 5: launch<5>(x, ldx, segs, stream); break;
+    case 6: launch<6>(x, ldx, segs, stream); break;
+    case 7: launch<7>(x, ldx, segs, stream); break;
+    default: launch<8>(x, ldx, segs, stream); break;
+  }
+  QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwenrt::cuda

@@ -1,7 +1,8 @@
-// Decode-shaped products over block-FP8 weights on the tensor cores (skinny_quant_gemm.h), on the
-// tile skeleton of skinny_quant_tiles.cuh: each e4m3 byte made an exact bf16 value by bit moves
-// (quant_decode.cuh fp8_pair_*, times 2^120), m16n8k16 products with f32 sums, each tile column's
-// sums scaled once. No weight is rounded; a row's result is the same bits alone or among 8.
+// Decode-shaped products over block-FP8 weights on the tensor cores (skinny_quant_gemm.h): 16-row
+// tiles, the K split among a block's 8 warps, the next pieces in flight; each e4m3 byte made an
+// exact bf16 value by bit moves (quant_decode.cuh fp8_pair_*, times 2^120), m16n8k16 products with
+// f32 sums, each tile column's sums scaled once. No weight is rounded; a row's result is the same
+// bits alone or among 8.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -9,11 +10,50 @@
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
-#include "backend/cuda/quant/skinny_quant_tiles.cuh"
+#include "backend/cuda/runtime/chained_launch.h"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "core/error.h"
 
 namespace qwenrt::cuda {
 namespace {
+
+constexpr int kWarps = 8;  // warps of a block split K between them
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;  // weight rows per block: one m16 tile
+constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);
+
+struct QuantSegments {
+  QuantSegment seg[kSkinnyQuantMaxSegments];
+  int first_tile[kSkinnyQuantMaxSegments + 1];  // first row tile of each segment; [count] = all tiles
+  int count;
+};
+
+// How a lane reads its piece of a weight row. Lane (g, t) of a warp reads `PB` bytes of rows g and
+// g + 8 of the tile; the four lanes t = 0..3 read neighbouring pieces, a "chunk" of kChunk columns
+// that lies inside one FP8 tile column, so one scale finishes the chunk's sums (piece_bytes()).
+template <int PB>
+struct Layout {
+  static constexpr int kWords = PB / 4;                            // 32-bit words of a piece
+  static constexpr int kElems = PB;                                // columns of a piece
+  static constexpr int kSteps = kElems / 4;                        // m16n8k16 products per piece
+  static constexpr int kChunk = 4 * kElems;                        // columns of the four lanes' pieces
+  static constexpr int kXWords = kElems / 2;                       // bf16 pairs of activations per piece
+  static constexpr int kGroup = PB == 16 ? 2 : 4;                  // pieces a lane keeps in flight
+};
+
+// PB bytes that are read once (load_stream16's policy: not kept in L1, evicted first from L2).
+template <int PB>
+__device__ __forceinline__ void load_piece(const uint8_t* p, uint32_t (&w)[PB / 4]) {
+  if constexpr (PB == 16) {
+    const uint4 v = load_stream16(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (PB == 8) {
+    const uint2 v = load_stream8(p);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    w[0] = load_stream4(p);
+  }
+}
 
 // Word s of a piece: its bytes (0, 2) and (1, 3) as exact bf16 pairs (the e4m3 bits moved under
 // bf16's, times 2^120), for the fragment's columns 2t..2t+1 and 2t+8..2t+9; the activations' pairs
@@ -36,43 +76,133 @@ __device__ __forceinline__ void b_pairs(const uint32_t* x, int s, uint32_t& b0, 
   b1 = __byte_perm(x[2 * s], x[2 * s + 1], 0x7632);
 }
 
-// Block FP8 on the tile skeleton: a lane's piece is PB e4m3 bytes, all inside one FP8 tile column
-// (the four lanes' chunk too: piece_bytes()), so each piece's sums c are scaled once: y += s · c.
+// Block = one 16-row tile of one segment; warp w takes chunks w, w + 8, ... of the row. Per piece,
+// lane (g, t) multiplies its fields against activation row g (batch column g of B; zero past n)
+// into f32 sums c (rows g, g + 8 × batch columns 2t, 2t + 1), then scales the chunk: y += s · c.
+// A batch column's sums never see another column's activations and every sum is taken in a fixed
+// order (steps, chunks, then the warps in order): a row's result is the same bits alone or among 8.
 template <int PB>
-struct Fp8 {
-  static constexpr int kBytes = PB, kElems = PB, kGroup = PB == 16 ? 2 : 4;
-  static constexpr int kSteps = kElems / 4;  // m16n8k16 products per piece
-  struct Scales {
-    float g = 0.0f, h = 0.0f;
+__global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, QuantSegments segs) {
+  using L = Layout<PB>;
+  extern __shared__ float4 smem_raw[];
+  float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
+  const int tile = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  int si = 0;
+  while (si + 1 < segs.count && tile >= segs.first_tile[si + 1]) ++si;
+  const QuantSegment& seg = segs.seg[si];
+  const QuantMatrix& m = seg.w;
+  const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[si]) * kTileRows;
+  // Rows past the weight read row 0 instead: each feeds only its own output row, never stored.
+  const int64_t rg = row0 + g < m.rows ? row0 + g : 0, rh = row0 + g + 8 < m.rows ? row0 + g + 8 : 0;
+  const int64_t k = m.cols;
+  const uint8_t* wg = static_cast<const uint8_t*>(m.data) + rg * k;
+  const uint8_t* wh = static_cast<const uint8_t*>(m.data) + rh * k;
+  const float* sg_row = static_cast<const float*>(m.scales) + (m.row_offset + rg) / m.block_rows * m.scale_cols;
+  const float* sh_row = static_cast<const float*>(m.scales) + (m.row_offset + rh) / m.block_rows * m.scale_cols;
+  const int chunks = static_cast<int>((k + L::kChunk - 1) / L::kChunk);
+  const int warp_steps = (chunks + kWarps - 1) / kWarps;  // the same for every warp (extra steps multiply zeros)
+  const int chunks_per_tile = m.block_cols / L::kChunk;
+
+  uint32_t next_g[L::kGroup][L::kWords], next_h[L::kGroup][L::kWords];
+  float next_sg[L::kGroup], next_sh[L::kGroup];
+  // Chunk of this lane's i-th step, and its piece's column (or -1 past the row).
+  auto piece_col = [&](int i) -> int64_t {
+    const int64_t c0 = static_cast<int64_t>(warp + i * kWarps) * L::kChunk + t * L::kElems;
+    return c0 < k ? c0 : -1;
   };
-  struct Rows {
-    const float *sg_row, *sh_row;
-    int chunks_per_tile;
-    __device__ Rows(const QuantMatrix& m, int64_t rg, int64_t rh)
-        : sg_row(static_cast<const float*>(m.scales) + (m.row_offset + rg) / m.block_rows * m.scale_cols),
-          sh_row(static_cast<const float*>(m.scales) + (m.row_offset + rh) / m.block_rows * m.scale_cols),
-          chunks_per_tile(m.block_cols / (4 * kElems)) {}
-    __device__ Scales scales(int chunk, int64_t) const {
-      const int tc = chunk / chunks_per_tile;  // the chunk's tile column
-      return {__ldg(sg_row + tc), __ldg(sh_row + tc)};
-    }
-  };
-  __device__ static void multiply(const uint32_t (&wg)[PB / 4], const uint32_t (&wh)[PB / 4], const Scales& s, const uint32_t* xv, float (&y)[4]) {
-    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  auto load_group = [&](int i0) {
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      uint32_t b0, b1, g_lo, g_hi, h_lo, h_hi;
-      b_pairs(xv, st, b0, b1);
-      step_pairs<PB>(wg, st, g_lo, g_hi);
-      step_pairs<PB>(wh, st, h_lo, h_hi);
-      mma_bf16_16816(c, g_lo, h_lo, g_hi, h_hi, b0, b1);
+    for (int u = 0; u < L::kGroup; ++u) {
+      const int64_t c0 = i0 + u < warp_steps ? piece_col(i0 + u) : -1;
+      if (c0 >= 0) {
+        load_piece<PB>(wg + c0, next_g[u]);
+        load_piece<PB>(wh + c0, next_h[u]);
+        const int tc = (warp + (i0 + u) * kWarps) / chunks_per_tile;  // the chunk's tile column
+        next_sg[u] = __ldg(sg_row + tc);
+        next_sh[u] = __ldg(sh_row + tc);
+      } else {
+#pragma unroll
+        for (int j = 0; j < L::kWords; ++j) next_g[u][j] = next_h[u][j] = 0;
+        next_sg[u] = next_sh[u] = 0.0f;
+      }
     }
-    y[0] = __fmaf_rn(s.g, c[0], y[0]);
-    y[1] = __fmaf_rn(s.g, c[1], y[1]);
-    y[2] = __fmaf_rn(s.h, c[2], y[2]);
-    y[3] = __fmaf_rn(s.h, c[3], y[3]);
+  };
+  load_group(0);  // weights never change: in flight before the wait on the kernel ahead
+  chained_kernel_start();
+
+  const __nv_bfloat16* xrow = x + g * ldx;
+  const bool has_row = g < n;
+  float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i0 = 0; i0 < warp_steps; i0 += L::kGroup) {
+    uint32_t cur_g[L::kGroup][L::kWords], cur_h[L::kGroup][L::kWords];
+    float sg[L::kGroup], sh[L::kGroup];
+#pragma unroll
+    for (int u = 0; u < L::kGroup; ++u) {
+#pragma unroll
+      for (int j = 0; j < L::kWords; ++j) cur_g[u][j] = next_g[u][j], cur_h[u][j] = next_h[u][j];
+      sg[u] = next_sg[u], sh[u] = next_sh[u];
+    }
+    if (i0 + L::kGroup < warp_steps) load_group(i0 + L::kGroup);  // in flight while these are multiplied
+#pragma unroll
+    for (int u = 0; u < L::kGroup; ++u) {
+      const int64_t c0 = i0 + u < warp_steps ? piece_col(i0 + u) : -1;
+      // The piece's activations (row g; zeros past n or past the row).
+      uint32_t xv[L::kXWords];
+      if (has_row && c0 >= 0) {
+        const __nv_bfloat16* xp = xrow + c0;
+        if constexpr (L::kXWords >= 4) {
+#pragma unroll
+          for (int j = 0; j < L::kXWords / 4; ++j) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(xp) + j);
+            xv[4 * j] = v.x, xv[4 * j + 1] = v.y, xv[4 * j + 2] = v.z, xv[4 * j + 3] = v.w;
+          }
+        } else {
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(xp));
+          xv[0] = v.x, xv[1] = v.y;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < L::kXWords; ++j) xv[j] = 0;
+      }
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < L::kSteps; ++s) {
+        uint32_t b0, b1, g_lo, g_hi, h_lo, h_hi;
+        b_pairs(xv, s, b0, b1);
+        step_pairs<PB>(cur_g[u], s, g_lo, g_hi);
+        step_pairs<PB>(cur_h[u], s, h_lo, h_hi);
+        mma_bf16_16816(c, g_lo, h_lo, g_hi, h_hi, b0, b1);
+      }
+      y[0] = __fmaf_rn(sg[u], c[0], y[0]);
+      y[1] = __fmaf_rn(sg[u], c[1], y[1]);
+      y[2] = __fmaf_rn(sh[u], c[2], y[2]);
+      y[3] = __fmaf_rn(sh[u], c[3], y[3]);
+    }
   }
-};
+
+#pragma unroll
+  for (int e = 0; e < 4; ++e) red[(warp * 4 + e) * 32 + lane] = y[e];
+  __syncthreads();
+  // Thread (e, l) finishes lane l's output e: the warps' sums in warp order.
+  if (threadIdx.x >= 4 * 32) return;
+  const int e = threadIdx.x / 32, l = threadIdx.x % 32;
+  float v = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) v += red[(w * 4 + e) * 32 + l];
+  const int64_t row = row0 + l / 4 + (e >= 2 ? 8 : 0);
+  const int col = 2 * (l % 4) + (e & 1);
+  if (col >= n || row >= m.rows) return;
+  float* out = seg.y + col * seg.ldy + row;
+  *out = seg.accumulate ? __fadd_rn(*out, v) : v;
+}
+
+template <int PB>
+void launch(const __nv_bfloat16* x, int n, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
+  const auto kernel = skinny_fp8_kernel<PB>;
+  const dim3 grid(static_cast<unsigned>(segs.first_tile[segs.count]));
+  launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
+}
 
 }  // namespace
 
@@ -84,14 +214,23 @@ int skinny_fp8_piece_bytes(const QuantMatrix& m) {
 
 void skinny_quant_fp8(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
   const int pb = skinny_fp8_piece_bytes(segments[0].w);
-  for (const QuantSegment& s : segments)
+  QuantSegments segs{};
+  int64_t tiles = 0;
+  for (const QuantSegment& s : segments) {
     if (skinny_fp8_piece_bytes(s.w) != pb) fail("internal: FP8 weights of different piece sizes in one launch");
-  const skinny_tiles::QuantSegments segs = skinny_tiles::gather(segments);
-  switch (pb) {
-    case 16: return skinny_tiles::launch<Fp8<16>>(x, n, ldx, segs, stream);
-    case 8: return skinny_tiles::launch<Fp8<8>>(x, n, ldx, segs, stream);
-    default: return skinny_tiles::launch<Fp8<4>>(x, n, ldx, segs, stream);
+    segs.seg[segs.count] = s;
+    segs.first_tile[segs.count] = static_cast<int>(tiles);
+    tiles += (s.w.rows + kTileRows - 1) / kTileRows;
+    ++segs.count;
   }
+  if (tiles > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
+  segs.first_tile[segs.count] = static_cast<int>(tiles);
+  switch (pb) {
+    case 16: launch<16>(x, static_cast<int>(n), ldx, segs, stream); break;
+    case 8: launch<8>(x, static_cast<int>(n), ldx, segs, stream); break;
+    default: launch<4>(x, static_cast<int>(n), ldx, segs, stream); break;
+  }
+  QWENRT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwenrt::cuda

@@ -20,16 +20,14 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     if (s.w.cols != k) fail("skinny_quant_gemm: weight ", i, " has ", s.w.cols, " columns for k ", k);
     if (!s.y || s.ldy < s.w.rows) fail("skinny_quant_gemm: weight ", i, " needs an output with ldy >= ", s.w.rows);
   }
-  // The kernel a weight goes to: affine of its field width (-4, -8), or FP8 of its piece size.
-  auto kernel_of = [](const QuantMatrix& m) {
-    return m.kind == QuantKind::Fp8 ? skinny_fp8_piece_bytes(m) : m.kind == QuantKind::Affine4 ? -4 : -8;
-  };
+  // The kernel a weight goes to: affine (0), or FP8 of its piece size.
+  auto kernel_of = [](const QuantMatrix& m) { return m.kind == QuantKind::Fp8 ? skinny_fp8_piece_bytes(m) : 0; };
   for (std::size_t i = 0; i < segments.size();) {
     const int which = kernel_of(segments[i].w);
     std::size_t end = i + 1;
     while (end < segments.size() && kernel_of(segments[end].w) == which) ++end;
     const auto run = segments.subspan(i, end - i);
-    if (which < 0) skinny_quant_affine(x, n, ldx, run, stream);
+    if (which == 0) skinny_quant_affine(x, n, ldx, run, stream);
     else skinny_quant_fp8(x, n, ldx, run, stream);
     i = end;
   }

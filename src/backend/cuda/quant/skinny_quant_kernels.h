@@ -1,8 +1,8 @@
 #pragma once
 // The kernels behind skinny_quant_gemm (skinny_quant_gemm.cu splits a launch's weights into runs of
-// one format), both on the tensor-core tile skeleton (skinny_quant_tiles.cuh): MLX affine weights of
-// one field width (skinny_quant_affine.cu), block FP8 weights of one piece size (skinny_quant_fp8.cu).
-// Weights already checked; 1 <= n <= 8; up to kSkinnyQuantMaxSegments weights a call.
+// one format): MLX affine weights a warp per row (skinny_quant_affine.cu), block FP8 weights on the
+// tensor cores (skinny_quant_fp8.cu). Weights already checked; 1 <= n <= 8; up to
+// kSkinnyQuantMaxSegments weights a call.
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 
 namespace qwenrt::cuda {
