@@ -35,15 +35,27 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(const bf16* x, int
   const bf16* xr = x + row * ldx;
   float g[kColsPerWarp][1][4] = {}, u[kColsPerWarp][1][4] = {};
   const int64_t pieces = H / kPer;
-  for (int64_t i = lane; i < pieces; i += 32) {
+  // Two of the lane's pieces per column in flight before they are multiplied (in order).
+  for (int64_t i0 = lane; i0 < pieces; i0 += 2 * 32) {
+    uint4 qg[2][kColsPerWarp], qu[2][kColsPerWarp];
 #pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j) {
-      if (col0 + j >= I) break;
-      const int64_t rg = e * 2 * I + col0 + j, ru = rg + I;
-      const uint4 qg = load_stream16(row_at(m, rg) + i * 16), qu = load_stream16(row_at(m, ru) + i * 16);
-      piece<K, 1>(m, rg, i * kPer, qg, xr, 0, g[j]);
-      piece<K, 1>(m, ru, i * kPer, qu, xr, 0, u[j]);
-    }
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j) {
+        const int64_t i = i0 + h * 32, rg = e * 2 * I + col0 + j, ru = rg + I;
+        const bool in = i < pieces && col0 + j < I;
+        qg[h][j] = in ? load_stream16(row_at(m, rg) + i * 16) : make_uint4(0, 0, 0, 0);
+        qu[h][j] = in ? load_stream16(row_at(m, ru) + i * 16) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j) {
+        const int64_t i = i0 + h * 32, rg = e * 2 * I + col0 + j, ru = rg + I;
+        if (i >= pieces || col0 + j >= I) continue;
+        piece<K, 1>(m, rg, i * kPer, qg[h][j], xr, 0, g[j]);
+        piece<K, 1>(m, ru, i * kPer, qu[h][j], xr, 0, u[j]);
+      }
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j) {
@@ -67,21 +79,38 @@ __global__ void __launch_bounds__(kWarps * 32)
   const QuantMatrix& m = ex.down_packed;
   float sum[kColsPerWarp] = {};
   const int64_t pieces = I / kPer;
-  for (int s = 0; s < slots; ++s) {
-    const int64_t e = ids[row * slots + s];
-    const bf16* a = act + (row * slots + s) * I;
-    float part[kColsPerWarp][1][4] = {};
+  // kSlotsInFlight slots at a time: their pieces loaded before any is multiplied (an expert's rows
+  // are short: 35B-A3B's I = 512 is 16 four-bit pieces, one load per lane); each slot's sums then
+  // taken and added in slot order, as one slot at a time would.
+  constexpr int kSlotsInFlight = 4;
+  for (int s0 = 0; s0 < slots; s0 += kSlotsInFlight) {
+    float part[kSlotsInFlight][kColsPerWarp][1][4] = {};
     for (int64_t i = lane; i < pieces; i += 32) {
+      uint4 q[kSlotsInFlight][kColsPerWarp];
 #pragma unroll
-      for (int j = 0; j < kColsPerWarp; ++j) {
-        if (col0 + j >= H) break;
-        const int64_t r = e * H + col0 + j;
-        piece<K, 1>(m, r, i * kPer, load_stream16(row_at(m, r) + i * 16), a, 0, part[j]);
+      for (int d = 0; d < kSlotsInFlight; ++d) {
+        const int64_t e = s0 + d < slots ? ids[row * slots + s0 + d] : 0;
+#pragma unroll
+        for (int j = 0; j < kColsPerWarp; ++j)
+          q[d][j] = s0 + d < slots && col0 + j < H ? load_stream16(row_at(m, e * H + col0 + j) + i * 16) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int d = 0; d < kSlotsInFlight; ++d) {
+        if (s0 + d >= slots) break;
+        const int64_t e = ids[row * slots + s0 + d];
+        const bf16* a = act + (row * slots + s0 + d) * I;
+#pragma unroll
+        for (int j = 0; j < kColsPerWarp; ++j)
+          if (col0 + j < H) piece<K, 1>(m, e * H + col0 + j, i * kPer, q[d][j], a, 0, part[d][j]);
       }
     }
-    const float w = weights[row * slots + s];
 #pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j) sum[j] = fmaf(w, warp_sum(part[j][0]), sum[j]);
+    for (int d = 0; d < kSlotsInFlight; ++d) {
+      if (s0 + d >= slots) break;
+      const float w = weights[row * slots + s0 + d];
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j) sum[j] = fmaf(w, warp_sum(part[d][j][0]), sum[j]);
+    }
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j)
