@@ -8,6 +8,7 @@ export QWENRT_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name --format=csv,noheader
 users=${USERS:-64}
 TAG=serve$users BENCH=0 timeout 420 scripts/gpu_serve_bench.sh .gpu 27b 9216 "$users:8192:1024:$users"
+[ "${AB:-1}" = 0 ] && exit 0  # AB=0: the serving run only
 new=$(gpu_bin_dir .gpu)
 mkdir -p /tmp/qb && tar -C /tmp/qb -xJf .gpu-before/qwenrt-gpu.tar.xz
 for b in "$new" /tmp/qb; do

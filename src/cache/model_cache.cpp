@@ -234,6 +234,14 @@ DeviceCacheState& ModelCache::device(const char* what) const {
 
 int64_t ModelCache::snapshot_floats() const { return host_storage_ ? state_floats() : device("sizing a snapshot").state_floats(); }
 
+StateSnapshot plain_snapshot(int64_t floats) {
+  return StateSnapshot(new float[static_cast<std::size_t>(std::max<int64_t>(1, floats))], [](float* p) { delete[] p; });
+}
+
+StateSnapshot ModelCache::new_snapshot() const {
+  return host_storage_ ? plain_snapshot(state_floats()) : device("making a snapshot").new_snapshot();
+}
+
 void ModelCache::save_state(int slot, float* dst) const {
   const_cast<ModelCache*>(this)->used_slot(slot);
   if (!host_storage_) return device("saving a state").save_state(slot, dst);

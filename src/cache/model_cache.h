@@ -17,6 +17,7 @@
 // On a GPU the cache keeps only the bookkeeping here (slots, lengths, block tables) and the device
 // executor keeps the tensors in a DeviceCacheState it attaches to the cache.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct CacheShape {
   int64_t recurrent_floats = 0;  // DeltaNet recurrent state per layer per slot: nv·dk·dv
 };
 
+// Host memory for one slot's DeltaNet state (ModelCache::snapshot_floats() floats), as the prefix
+// cache keeps it; not zeroed (save_state writes all of it).
+using StateSnapshot = std::unique_ptr<float[], std::function<void(float*)>>;
+StateSnapshot plain_snapshot(int64_t floats);
+
 // What a device executor keeps alongside the cache (its KV pools and state slots), and the storage
 // operations the cache asks of it when the tensors live there. Each runs in order with the steps
 // the executor has queued; save_state returns once dst holds the state.
@@ -38,6 +44,8 @@ class DeviceCacheState {
   virtual ~DeviceCacheState() = default;
   // Floats of one slot's DeltaNet state in the device's own layout (what save_state writes).
   virtual int64_t state_floats() const = 0;
+  // Memory for a snapshot that save_state and load_state copy fastest (a GPU's pinned memory).
+  virtual StateSnapshot new_snapshot() { return plain_snapshot(state_floats()); }
   virtual void copy_block(int from, int to) = 0;  // every attention layer's K and V rows
   virtual void save_state(int slot, float* dst) = 0;
   virtual void load_state(int slot, const float* src) = 0;
@@ -86,6 +94,7 @@ class ModelCache {
   // What save_state writes: state_floats() on the host, the device's layout on a device (Error
   // before the device holds anything: no step has run yet).
   int64_t snapshot_floats() const;
+  StateSnapshot new_snapshot() const;  // snapshot_floats() floats where save_state copies fastest
   void save_state(int slot, float* dst) const;
   void load_state(int slot, const float* src);
   // `to` (fresh) becomes a copy of `from`: the same tokens (blocks shared) and state.

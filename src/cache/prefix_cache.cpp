@@ -21,7 +21,9 @@ PrefixCache::PrefixCache(ModelCache& cache, std::size_t max_bytes) : cache_(cach
 
 PrefixCache::~PrefixCache() { clear(); }
 
-std::size_t PrefixCache::entry_bytes(const Entry& e) const { return (e.tokens.size() + e.state.size()) * 4; }
+std::size_t PrefixCache::entry_bytes(const Entry& e) const {
+  return (e.tokens.size() + static_cast<std::size_t>(cache_.snapshot_floats())) * 4;
+}
 
 void PrefixCache::hold(const std::vector<int>& blocks) {
   for (int b : blocks)
@@ -80,7 +82,7 @@ void PrefixCache::restore(std::span<const int32_t> prompt, int64_t tokens, int s
   const auto it = find(prompt.first(static_cast<std::size_t>(tokens)), hash_of(prompt.first(static_cast<std::size_t>(tokens))));
   if (it == entries_.end()) fail("internal: the cached prefix of ", tokens, " tokens is gone");
   cache_.attach_prefix(slot, it->blocks, tokens);
-  cache_.load_state(slot, it->state.data());
+  cache_.load_state(slot, it->state.get());
   entries_.splice(entries_.begin(), entries_, it);
 }
 
@@ -94,7 +96,6 @@ void PrefixCache::insert(std::span<const int32_t> tokens, int slot) {
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.end());
   e.hash = hash;
-  e.state.resize(static_cast<std::size_t>(cache_.snapshot_floats()));
   // What this entry adds: its tokens and snapshot, and the blocks no entry holds yet.
   std::size_t added = entry_bytes(e);
   const int64_t block_count = (static_cast<int64_t>(tokens.size()) + cache_.block_size() - 1) / cache_.block_size();
@@ -102,7 +103,8 @@ void PrefixCache::insert(std::span<const int32_t> tokens, int slot) {
   for (int64_t i = 0; i < block_count && i < static_cast<int64_t>(table.size()); ++i)
     if (!block_holds_.count(table[static_cast<std::size_t>(i)])) added += cache_.kv_bytes_per_block();
   if (added > max_bytes_) return;
-  cache_.save_state(slot, e.state.data());
+  e.state = cache_.new_snapshot();
+  cache_.save_state(slot, e.state.get());
   e.blocks = cache_.share_blocks(slot, static_cast<int64_t>(tokens.size()));
   hold(e.blocks);
   bytes_ += entry_bytes(e);

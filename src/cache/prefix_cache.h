@@ -65,7 +65,7 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::vector<int> blocks;
-    std::vector<float> state;
+    StateSnapshot state;  // the cache's snapshot_floats() floats
     uint64_t hash = 0;
   };
   using List = std::list<Entry>;  // most recent first

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/error.h"
 #include "model/cuda/memory_epoch.h"
@@ -56,6 +58,36 @@ void CudaCacheState::copy_block(int from, int to) {
                                         cudaMemcpyDeviceToDevice, stream));
 }
 
+struct CudaCacheState::PinnedPool {
+  std::mutex mutex;
+  std::vector<float*> free;
+  ~PinnedPool() {
+    cudaDeviceSynchronize();  // (a restore may still be reading one; errors at exit are moot)
+    for (float* p : free) cudaFreeHost(p);
+  }
+};
+
+StateSnapshot CudaCacheState::new_snapshot() {
+  if (!pinned_) pinned_ = std::make_shared<PinnedPool>();
+  float* p = nullptr;
+  {
+    std::lock_guard lock(pinned_->mutex);
+    if (!pinned_->free.empty()) {
+      p = pinned_->free.back();
+      pinned_->free.pop_back();
+    }
+  }
+  if (!p && cudaHostAlloc(reinterpret_cast<void**>(&p), static_cast<std::size_t>(std::max<int64_t>(1, slot_floats)) * sizeof(float),
+                          cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // no pinned memory left: pageable memory, slower copies
+    return plain_snapshot(slot_floats);
+  }
+  return StateSnapshot(p, [pool = pinned_](float* q) {
+    std::lock_guard lock(pool->mutex);
+    pool->free.push_back(q);
+  });
+}
+
 void CudaCacheState::save_state(int slot, float* dst) {
   if (slot_floats == 0) return;
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(dst, gdn.as<float>() + slot * slot_floats, static_cast<std::size_t>(slot_floats) * sizeof(float),
@@ -65,7 +97,8 @@ void CudaCacheState::save_state(int slot, float* dst) {
 
 void CudaCacheState::load_state(int slot, const float* src) {
   if (slot_floats == 0) return;
-  // From pageable memory: the copy has taken src's bytes when the call returns.
+  // From pageable memory the copy has taken src's bytes when the call returns; from the pinned pool
+  // it runs later on the stream, before any save_state that could reuse the buffer.
   QWENRT_CUDA_CHECK(cudaMemcpyAsync(gdn.as<float>() + slot * slot_floats, src, static_cast<std::size_t>(slot_floats) * sizeof(float),
                                     cudaMemcpyHostToDevice, stream));
 }
