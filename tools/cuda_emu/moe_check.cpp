@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/moe/moe.h"
+#include "check_support.h"
 
 namespace {
 
@@ -18,23 +19,6 @@ using qwenrt::cuda::MoeExperts;
 
 uint16_t to_bf(float f) { return emu_f2bf(f); }
 float from_bf(uint16_t b) { return emu_bf2f(b); }
-
-std::vector<uint16_t> random_bf16(std::size_t n, std::mt19937& rng, float scale) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = to_bf(nd(rng));
-  return v;
-}
-
-double rel_l2(const std::vector<float>& got, const std::vector<double>& ref) {
-  double e = 0, n = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double d = got[i] - ref[i];
-    e += d * d;
-    n += ref[i] * ref[i];
-  }
-  return std::sqrt(e / n);
-}
 
 int run_case(int E, int k, bool shared, int64_t H, int64_t I, int64_t rows, unsigned seed) {
   std::mt19937 rng(seed);

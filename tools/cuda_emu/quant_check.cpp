@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/moe/moe.h"
+#include "check_support.h"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 
@@ -58,22 +59,6 @@ Packed make(QuantKind kind, int64_t rows, int64_t cols, int group, std::mt19937&
   }
   p.m.data = p.data.data();
   return p;
-}
-
-std::vector<uint16_t> random_bf16(std::size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = emu_f2bf(nd(rng));
-  return v;
-}
-
-double rel_l2(const std::vector<float>& got, const std::vector<double>& ref) {
-  double e = 0, n = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    e += (got[i] - ref[i]) * (got[i] - ref[i]);
-    n += ref[i] * ref[i];
-  }
-  return std::sqrt(e / n);
 }
 
 int check_products(const char* name, QuantKind kind, int group, bool small = false) {

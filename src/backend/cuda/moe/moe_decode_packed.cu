@@ -85,23 +85,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int kSlotsInFlight = 4;
   for (int s0 = 0; s0 < slots; s0 += kSlotsInFlight) {
     float part[kSlotsInFlight][kColsPerWarp][1][4] = {};
+    int64_t e[kSlotsInFlight];  // the slots' experts (0 past the last slot: never read)
+#pragma unroll
+    for (int d = 0; d < kSlotsInFlight; ++d) e[d] = s0 + d < slots ? ids[row * slots + s0 + d] : 0;
     for (int64_t i = lane; i < pieces; i += 32) {
       uint4 q[kSlotsInFlight][kColsPerWarp];
 #pragma unroll
-      for (int d = 0; d < kSlotsInFlight; ++d) {
-        const int64_t e = s0 + d < slots ? ids[row * slots + s0 + d] : 0;
+      for (int d = 0; d < kSlotsInFlight; ++d)
 #pragma unroll
         for (int j = 0; j < kColsPerWarp; ++j)
-          q[d][j] = s0 + d < slots && col0 + j < H ? load_stream16(row_at(m, e * H + col0 + j) + i * 16) : make_uint4(0, 0, 0, 0);
-      }
+          q[d][j] = s0 + d < slots && col0 + j < H ? load_stream16(row_at(m, e[d] * H + col0 + j) + i * 16) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int d = 0; d < kSlotsInFlight; ++d) {
         if (s0 + d >= slots) break;
-        const int64_t e = ids[row * slots + s0 + d];
         const bf16* a = act + (row * slots + s0 + d) * I;
 #pragma unroll
         for (int j = 0; j < kColsPerWarp; ++j)
-          if (col0 + j < H) piece<K, 1>(m, e * H + col0 + j, i * kPer, q[d][j], a, 0, part[d][j]);
+          if (col0 + j < H) piece<K, 1>(m, e[d] * H + col0 + j, i * kPer, q[d][j], a, 0, part[d][j]);
       }
     }
 #pragma unroll
