@@ -48,7 +48,9 @@ for kind in ("decode", "window"):
     parts.append("%s steps %d (%.1f rows, %.1f ms each) %.1f s" % (kind, n, rows / max(n, 1), 1e3 * sec / max(n, 1), sec))
 snap = v("qwenrt_prefix_cache_snapshot_seconds_total")
 rest = busy - snap - sum(v("qwenrt_model_step_seconds_total", k) for k in ("decode", "window"))
-print("busy %.1f s: %s; snapshots %.1f s; other %.1f s" % (busy, "; ".join(parts), snap, rest))
+mixed = re.search(r"^qwenrt_mixed_steps_total (\S+)$", t, re.M)
+mixed = " (%d of them mixed)" % float(mixed.group(1)) if mixed else ""
+print("busy %.1f s: %s%s; snapshots %.1f s; other %.1f s" % (busy, "; ".join(parts), mixed, snap, rest))
 PY
 )
 table+=("time: $steps")

@@ -96,7 +96,7 @@ int run_serve(const Args& args) {
   Options opt("serve",
               {"model",           "device",       "host",          "port",           "api-key",      "max-seqs",     "ctx-size",          "max-queue",
                "threads",         "http-threads", "prefill-chunk", "max-body-bytes", "kv-bytes",     "cache-bytes",  "snapshot-interval", "cors",
-               "request-timeout", "idle-timeout", "synthetic",     "speculative",    "draft-tokens", "spec-max-seqs"},
+               "request-timeout", "idle-timeout", "synthetic",     "speculative",    "draft-tokens", "spec-max-seqs", "mixed-steps"},
               {kDeterministicFlag}, {{"-m", "model"}});
   opt.parse(args);
   apply_threads(opt);
@@ -161,6 +161,13 @@ int run_serve(const Args& args) {
   // Prompts are cut at fixed positions already (multiples of --prefill-chunk); the model then
   // computes every row as it would alone.
   session.model().set_deterministic(opt.flag(kDeterministicFlag));
+  // Decode rows ride in the window steps while prompts prefill (one pass over the weights for
+  // both): the GPU's default. Not on the CPU by default (its decode rows are bitwise batch-
+  // invariant only in steps of their own) and never with --deterministic.
+  const std::string mixed = opt.str_or("mixed-steps", device.kind == DeviceSpec::Kind::Cpu || opt.flag(kDeterministicFlag) ? "off" : "on");
+  if (mixed != "on" && mixed != "off") fail("serve: --mixed-steps takes on or off, got '", mixed, "'");
+  sched.mixed_steps = mixed == "on";
+  if (sched.mixed_steps && opt.flag(kDeterministicFlag)) fail("serve: --mixed-steps on computes decode rows inside prompt windows; --deterministic needs them apart");
   plan_memory(opt, session.model(), sched);
   server::ServedModel served{session, std::filesystem::path(model_dir).lexically_normal().filename().string(), sched.ctx_size, {}};
   served.limits.max_n = sched.max_seqs;

@@ -28,6 +28,7 @@ const char* kUsage =
     "            [--max-seqs N] [--ctx-size N] [--max-queue N]  (OpenAI and Anthropic HTTP APIs)\n"
     "            [--kv-bytes N] [--cache-bytes N] [--snapshot-interval N]  (KV pool, prefix cache; docs/server.md)\n"
     "            [--speculative mtp [--draft-tokens K] [--spec-max-seqs N]]  (MTP drafts while <= N decode; CPU)\n"
+    "            [--mixed-steps on|off]  (decode rows inside prompt windows; default on with cuda)\n"
     "  quantize  --model DIR --out DIR [--bits B] [--group-size G] [--recipe mixed_2_6|mixed_3_4|mixed_3_6|mixed_4_6]\n"
     "            (an MLX affine checkpoint, as mlx-lm's convert --quantize writes it)\n"
     "  perplexity --model DIR -f FILE [--ctx N] [--json]  (windows of N tokens, default 512; tokens/s)\n"

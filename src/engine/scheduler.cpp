@@ -214,8 +214,12 @@ void Scheduler::loop() {
     // Cancelled requests leave before the steps.
     for (auto& s : running)
       if (!s->done && s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
-    decode(running);
-    window(running);
+    if (mixes(running)) {
+      mixed(running);
+    } else {
+      decode(running);
+      window(running);
+    }
     // Finished sequences give their slots back.
     std::size_t kept = 0;
     for (auto& s : running) {
@@ -479,13 +483,61 @@ void Scheduler::window(Running& running) {
   std::vector<Sequence*> seqs;
   const Step step = plan_window(running, seqs);
   if (!run_step(step, seqs)) return;
+  window_results(running, step, seqs, 0, false);
+}
+
+// Mixed steps (SchedulerOptions::mixed_steps): the weights are streamed once for both kinds of
+// rows, instead of once for a decode step and again for a window step. Not with speculation (its
+// decode step is a committed step of drafts) and not on the CPU by default (decode rows computed
+// in a window step are not bit for bit those of a decode step).
+bool Scheduler::mixes(const Running& running) const {
+  if (!options_.mixed_steps || mtp_cache_) return false;
+  bool decoding = false, prefilling = false;
+  for (const auto& s : running) {
+    if (s->done) continue;
+    (s->prefilled < s->prompt_size() ? prefilling : decoding) = true;
+  }
+  return decoding && prefilling;
+}
+
+// One window step with every decoding sequence's row first (a one-token span at its position),
+// then the prompt chunks plan_window picks. Each sequence's last row comes back: the decode rows'
+// next tokens, the prompts' first ones.
+void Scheduler::mixed(Running& running) {
+  std::vector<Sequence*> seqs, chunks;
+  Step step = plan_decode(running, seqs);
+  step.phase = Phase::Window;
+  const std::size_t decoding = seqs.size();
+  const Step prompts = plan_window(running, chunks);
+  step.sequences.insert(step.sequences.end(), prompts.sequences.begin(), prompts.sequences.end());
+  seqs.insert(seqs.end(), chunks.begin(), chunks.end());
+  // Only argmaxes come home when every row that gets a token wants only its argmax and no prompt
+  // forks more choices from its last row.
+  const bool argmax = std::all_of(seqs.begin(), seqs.end(), [](const Sequence* s) { return picks_argmax(*s) && s->forks_pending == 0; });
+  if (!run_step(step, seqs, argmax)) return;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& sq : step.sequences) totals_.prefill_tokens += static_cast<int64_t>(sq.tokens.size());
+    ++totals_.mixed_steps;
+  }
+  for (std::size_t i = 0; i < decoding; ++i) {
+    if (argmax) on_token(*seqs[i], SampledToken{picks_[i], std::numeric_limits<float>::quiet_NaN(), {}});
+    else sample(*seqs[i], i);
+  }
+  window_results(running, step, seqs, decoding, argmax);
+}
+
+// After a step that holds prompt chunks from sequences seqs[first..] (step.sequences[first..]):
+// each sequence's prompt advances, snapshots go to the prefix cache, and a prompt that is in
+// forks its other choices and takes its first token from its last row (or from picks_ with
+// `argmax`).
+void Scheduler::window_results(Running& running, const Step& step, const std::vector<Sequence*>& seqs, std::size_t first, bool argmax) {
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = first; i < seqs.size(); ++i) totals_.prefill_tokens += static_cast<int64_t>(step.sequences[i].tokens.size());
   }
   const auto H = static_cast<std::size_t>(model_.config().hidden_size);
   std::size_t row = 0;  // the sequence's first hidden row in out_ (every row's with speculation)
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
+  for (std::size_t i = first; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const auto rows = step.sequences[i].tokens.size();
     const std::size_t last_row = i;  // logits: each sequence's last row
@@ -514,28 +566,34 @@ void Scheduler::window(Running& running) {
       totals_.snapshot_seconds += seconds_since(from);
     }
     if (s.prefilled < n) continue;
-    // The prompt is in: the other choices start from copies of this sequence, all from this row.
-    std::vector<Sequence*> choices{&s};
-    for (int c = 1; c <= s.forks_pending; ++c) {
-      auto sibling = std::make_unique<Sequence>(tokenizer_, s.request, s.handle, c);
-      sibling->slot = cache_.acquire();
-      cache_.fork(s.slot, sibling->slot);
-      sibling->prefilled = s.prefilled;
-      sibling->cached = s.cached;
-      sibling->submitted = s.submitted;
-      if (s.drafter) {
-        sibling->mtp_slot = mtp_cache_->acquire();
-        sibling->drafter = std::make_unique<MtpDrafter>(*s.drafter, sibling->mtp_slot);
-      }
-      choices.push_back(sibling.get());
-      running.push_back(std::move(sibling));
-    }
-    s.forks_pending = 0;
-    for (Sequence* c : choices) {
-      sample(*c, last_row);
+    for (Sequence* c : fork_choices(s, running)) {
+      if (argmax) on_token(*c, SampledToken{picks_[last_row], std::numeric_limits<float>::quiet_NaN(), {}});
+      else sample(*c, last_row);
       if (c->drafter && !c->done) c->drafter->add_tokens(std::span<const int32_t>(&c->output.back(), 1));
     }
   }
+}
+
+// The prompt of `s` is in: its other choices start from copies of it (slot forked: KV shared,
+// state copied), all from its last row. Every choice, `s` first.
+std::vector<Scheduler::Sequence*> Scheduler::fork_choices(Sequence& s, Running& running) {
+  std::vector<Sequence*> choices{&s};
+  for (int c = 1; c <= s.forks_pending; ++c) {
+    auto sibling = std::make_unique<Sequence>(tokenizer_, s.request, s.handle, c);
+    sibling->slot = cache_.acquire();
+    cache_.fork(s.slot, sibling->slot);
+    sibling->prefilled = s.prefilled;
+    sibling->cached = s.cached;
+    sibling->submitted = s.submitted;
+    if (s.drafter) {
+      sibling->mtp_slot = mtp_cache_->acquire();
+      sibling->drafter = std::make_unique<MtpDrafter>(*s.drafter, sibling->mtp_slot);
+    }
+    choices.push_back(sibling.get());
+    running.push_back(std::move(sibling));
+  }
+  s.forks_pending = 0;
+  return choices;
 }
 
 bool Scheduler::run_step(const Step& step, const std::vector<Sequence*>& seqs, bool argmax) {

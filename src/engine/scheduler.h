@@ -12,6 +12,8 @@
 //       (when every row is plain greedy, only the argmax of each row comes back: picked on the GPU),
 //   (c) runs at most ONE window step (Phase::Window): prompt chunks of prefilling sequences under a
 //       token budget, so a long prompt never stalls the other streams (chunked prefill).
+//   With mixed_steps (the GPU's default in `serve`), (b) and (c) are one window step while both
+//   kinds of rows are there: each decode row a one-token span ahead of the prompt chunks.
 // plan_decode / plan_window are the one place that decides what each step computes.
 //
 // Batch invariance (the CPU): decode rows and prompt rows never share a step, and prompt chunks
@@ -133,6 +135,10 @@ struct SchedulerOptions {
   int64_t kv_blocks = 0;               // KV pool in blocks of Qwen35Model::kCacheBlockSize; 0: max_seqs full contexts
   std::size_t prefix_cache_bytes = 0;  // prefix-cache cap (snapshots + the KV blocks they hold); 0: off
   int64_t snapshot_interval = 2048;    // snapshots every this many prompt tokens (rounded to align())
+  // While prompts are being prefilled, the decode rows ride in the window step (one pass over the
+  // weights for both) instead of a decode step of their own. Off: decode rows and prompt rows never
+  // share a step, which the CPU's bitwise batch invariance needs (see above).
+  bool mixed_steps = false;
   // MTP speculative decoding (serve --speculative mtp): the model needs an MTP block.
   bool speculative = false;
   SpeculationOptions speculation;
@@ -170,6 +176,7 @@ struct SchedulerStats {
     double seconds = 0;
   };
   StepTime decode_steps, window_steps;
+  int64_t mixed_steps = 0;  // window steps that carried every decoding sequence's row too (mixed_steps)
   double snapshot_seconds = 0, busy_seconds = 0;
 };
 
@@ -213,7 +220,10 @@ class Scheduler {
   void decode_speculative(Step& step, const std::vector<Sequence*>& seqs);
   void release_slots(Sequence& s);
   void window(Running& running);
-  void fork_choices(Sequence& parent, Running& running);
+  bool mixes(const Running& running) const;
+  void mixed(Running& running);
+  void window_results(Running& running, const Step& step, const std::vector<Sequence*>& seqs, std::size_t first, bool argmax);
+  std::vector<Sequence*> fork_choices(Sequence& s, Running& running);
   void on_token(Sequence& seq, const SampledToken& token);
   void finish(Sequence& seq, FinishReason reason, OutputDelta delta = {}, const std::string& error = {});
   // Runs a step of `seqs` into out_, or with `argmax` (every row picks_argmax) only each row's

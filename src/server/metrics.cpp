@@ -69,12 +69,14 @@ std::string render_metrics(const SchedulerStats& s, const StatusCounter& statuse
   w.metric("qwenrt_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(s.generated_tokens));
   w.metric("qwenrt_steps_total", "counter", "Scheduler iterations.", static_cast<double>(s.steps));
   const std::pair<const char*, const SchedulerStats::StepTime*> kinds[] = {{"decode", &s.decode_steps}, {"window", &s.window_steps}};
-  w.head("qwenrt_model_steps_total", "counter", "Model steps by kind (decode: decode and draft-verify steps; window: prompt chunks).");
+  w.head("qwenrt_model_steps_total", "counter", "Model steps by kind (decode: decode and draft-verify steps; window: prompt chunks, with the decode rows in mixed steps).");
   for (const auto& [kind, t] : kinds) w.out += std::string("qwenrt_model_steps_total{kind=\"") + kind + "\"} " + std::to_string(t->steps) + "\n";
   w.head("qwenrt_model_step_rows_total", "counter", "Token rows the model steps computed, by kind.");
   for (const auto& [kind, t] : kinds) w.out += std::string("qwenrt_model_step_rows_total{kind=\"") + kind + "\"} " + std::to_string(t->rows) + "\n";
   w.head("qwenrt_model_step_seconds_total", "counter", "Time in model steps (start to results on the host), by kind.");
   for (const auto& [kind, t] : kinds) w.out += std::string("qwenrt_model_step_seconds_total{kind=\"") + kind + "\"} " + number(t->seconds) + "\n";
+  w.metric("qwenrt_mixed_steps_total", "counter", "Window steps that carried the decode rows too (serve --mixed-steps).",
+           static_cast<double>(s.mixed_steps));
   w.metric("qwenrt_prefix_cache_snapshot_seconds_total", "counter", "Time taking prefix-cache snapshots.", s.snapshot_seconds);
   w.metric("qwenrt_scheduler_busy_seconds_total", "counter", "Time in scheduler iterations that had work (steps, admission, sampling, streaming).",
            s.busy_seconds);

@@ -99,6 +99,30 @@ inline AloneAndAmong alone_and_among(TextSession& session, const SchedulerOption
   return r;
 }
 
+// A sequence decoding (24 greedy tokens, its logits rows traced with `watch`) while a long prompt
+// prefills in 16-token windows beside it, with or without mixed steps.
+struct MixedRun {
+  Result decoding, prefilling;
+  std::vector<std::vector<float>> rows;
+  int64_t mixed_steps = 0;
+};
+inline MixedRun run_beside_a_prefill(TextSession& session, std::vector<int32_t> decoding_prompt, bool mixed, bool watch) {
+  SchedulerOptions opt;
+  opt.max_seqs = 4;
+  opt.prefill_chunk = opt.window_budget = 16;  // the long prompt takes ~19 window steps
+  opt.mixed_steps = mixed;
+  MixedRun r;
+  Scheduler s(session.model(), session.tokenizer(), session.stop_ids(), opt, ThreadPool::global());
+  GenerationRequest decoding = greedy(std::move(decoding_prompt), 24);
+  if (watch) decoding.on_logits = [&r](int, std::span<const float> l) { r.rows.emplace_back(l.begin(), l.end()); };
+  auto first = s.submit(decoding);
+  auto second = s.submit(greedy(long_prompt(session.tokenizer(), 300), 6));
+  r.decoding = collect(*first);
+  r.prefilling = collect(*second);
+  r.mixed_steps = s.stats().mixed_steps;
+  return r;
+}
+
 // The speculation tests' traced request (40 sampled tokens) and the i-th of the others around it
 // (greedy and sampled, of several lengths), from prompts the caller makes.
 inline GenerationRequest sampled_traced(std::vector<int32_t> prompt) {

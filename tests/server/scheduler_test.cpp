@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -89,6 +90,35 @@ TEST(Scheduler, ArgmaxStepsPickWhatTheSamplerPicks) {
   EXPECT_FALSE(fast.text.at(0).empty());
   EXPECT_EQ(fast.text.at(0), slow.text.at(0));
   EXPECT_EQ(fast.text.at(0), mixed.text.at(0));
+}
+
+// Mixed steps: while a long prompt prefills, the decoding sequences' rows ride in its window steps.
+// Their tokens are those of separate decode steps, their logits within rounding (a one-row window
+// runs the chunked DeltaNet form, not the recurrent one), whether their argmax or their logits come
+// home; the prompt's own answer is unchanged too.
+TEST(Scheduler, MixedStepsCarryDecodeRowsWithinRoundingOfSeparateSteps) {
+  if (demo_model().empty()) GTEST_SKIP() << "no demo model";
+  auto run = [](bool mixed, bool watch) { return run_beside_a_prefill(session(), prompt_of(21), mixed, watch); };
+  const MixedRun apart = run(false, true), mixed = run(true, true), mixed_argmax = run(true, false);
+  EXPECT_EQ(apart.mixed_steps, 0);
+  EXPECT_GE(mixed.mixed_steps, 10);
+  EXPECT_GE(mixed_argmax.mixed_steps, 10);
+  EXPECT_EQ(apart.decoding.finish.at(0).completion_tokens, 24);
+  EXPECT_EQ(apart.decoding.text.at(0), mixed.decoding.text.at(0));
+  EXPECT_EQ(apart.decoding.text.at(0), mixed_argmax.decoding.text.at(0));
+  EXPECT_EQ(apart.prefilling.text.at(0), mixed.prefilling.text.at(0));
+  EXPECT_EQ(apart.prefilling.text.at(0), mixed_argmax.prefilling.text.at(0));
+  ASSERT_EQ(apart.rows.size(), 24u);
+  ASSERT_EQ(mixed.rows.size(), 24u);
+  for (std::size_t t = 0; t < apart.rows.size(); ++t) {
+    double diff = 0, norm = 0;
+    for (std::size_t v = 0; v < apart.rows[t].size(); ++v) {
+      const double d = static_cast<double>(apart.rows[t][v]) - mixed.rows[t][v];
+      diff += d * d;
+      norm += static_cast<double>(apart.rows[t][v]) * apart.rows[t][v];
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 1e-5) << "logits of token " << t;
+  }
 }
 
 // A step that throws fails each of its sequences with the message, and the scheduler goes on.
