@@ -125,5 +125,6 @@ int moe_check() {
   failures += run_case(64, 8, true, 64, 16, 40, 31);
   failures += run_case(16, 4, false, 128, 40, 160, 32);  // 64-row tiles (the others: 32)
   failures += run_case(512, 10, true, 64, 24, 9, 33);
+  failures += run_case(4, 2, true, 64, 40, 300, 34);  // 128-row tiles: 150 rows per routed expert
   return failures;
 }

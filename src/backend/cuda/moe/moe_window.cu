@@ -6,8 +6,8 @@
 //    Places within a run are handed out by shared-memory atomics, so their order varies from run to
 //    run; it does not matter: a tensor-core product's output row depends on its own input row only.
 // 2. gate/up: act[place] = bf16(silu(x[row]·Gᵀ) ⊙ (x[row]·Uᵀ)) for all tiles of all experts in one
-//    launch (mma.sync m16n8k16, cp.async pipeline; a tile's 128 weight rows are 64 gate rows and the
-//    64 up rows of the same FFN columns, so SwiGLU happens in the epilogue).
+//    launch (mma.sync m16n8k16, cp.async pipeline; a tile's weight rows are gate rows and the up
+//    rows of the same FFN columns, half and half, so SwiGLU happens in the epilogue).
 // 3. down: out[place] = act[place]·Dᵀ, f32.
 // 4. gather: y[row] (+)= Σ_slot w[row, slot] · out[place(row, slot)], slots in order.
 #include <algorithm>
@@ -24,27 +24,33 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int BN = 128;  // weight rows of a tile
 constexpr int BK = 32;   // K per pipeline stage
-constexpr int kStages = 3;
 constexpr int kPad = 8;  // bf16 of padding per shared row: ldmatrix's eight row addresses hit distinct banks
 constexpr int kLd = BK + kPad;
 constexpr int kGroupThreads = 1024;
 constexpr std::size_t kGroupSmem = (3 * kMoeMaxExperts + 4) * sizeof(int32_t);
-// A tile of BM rows (32 or 64): 2·BM/32 warps, each 32 rows × 64 weight rows.
-template <int BM>
+// A tile of BM rows (32, 64 or 128) by BN weight rows (128 or 256): warps of WM rows (32 or 64) x
+// 64 weight rows, BM/WM along the rows and BN/64 along the weight rows. Larger tiles read fewer
+// bytes per product (a 64x128 tile 43 products per element loaded, 128x256 85) and larger warps
+// fewer fragments from shared memory; the small tiles waste less on the padding of experts that
+// get few rows.
+template <int BM, int BN, int WM = 32>
 struct Tile {
-  static constexpr int kWarpsM = BM / 32;  // warps along the rows; 2 along the weight rows
-  static constexpr int kThreads = kWarpsM * 2 * 32;
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / 64;
+  static constexpr int kFragsM = WM / 16;  // m16 fragments of a warp's rows
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kStages = BM >= 128 ? 4 : 3;
   static constexpr int kAPieces = BM * (BK / 8) / kThreads, kBPieces = BN * (BK / 8) / kThreads;  // 16-byte copies per thread and stage
-  static constexpr std::size_t kSmem = sizeof(bf16) * kStages * (BM + BN) * kLd;                  // under the 48 KiB a launch gets without opting in
-  static_assert(kSmem <= 48 * 1024);
+  static constexpr std::size_t kSmem = sizeof(bf16) * kStages * (BM + BN) * kLd;
+  static_assert(kAPieces >= 1 && kBPieces >= 1 && kThreads <= 1024);
 };
 
-// Tile rows: 64 for prompt windows; 32 when the routed experts get fewer than 32 rows each on
-// average (decode batches of 9 to ~1000 rows on 35B-A3B), halving the padding each expert's run
-// carries into the tensor-core work.
-int tile_rows(int64_t rows, const MoeExperts& ex) { return rows * ex.top_k < 32 * static_cast<int64_t>(ex.experts) ? 32 : 64; }
+// Tile rows from the rows the routed experts get on average: 32 below 32 (decode batches of 9 to
+// ~1000 rows on 35B-A3B), 64 below 128, else 128 (prompt windows of some 4k rows and more).
+int tile_rows(int64_t rows, const MoeExperts& ex) {
+  const int64_t pairs = rows * ex.top_k, experts = ex.experts;
+  return pairs < 32 * experts ? 32 : pairs < 128 * experts ? 64 : 128;
+}
 
 // The grouping's upper bounds for `pairs` (row, slot) pairs over `groups` experts.
 int64_t max_tiles(int64_t pairs, int64_t groups, int BM) { return (pairs + BM - 1) / BM + groups; }
@@ -113,8 +119,8 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
 // expert's matrix as the mode maps them. kGateUp: x rows gathered through `sorted`, K = H, weights
 // gate_up (tile rows 0-63: gate rows n0/2.., 64-127: up rows), act out; else act rows, K = I,
 // weights down, f32 out.
-template <int BM, bool kGateUp>
-__global__ void __launch_bounds__(Tile<BM>::kThreads)
+template <int BM, int BN, int WM, bool kGateUp>
+__global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
     moe_grouped_gemm_kernel(const bf16* a, int64_t lda, const int32_t* sorted, const int32_t* tile_expert, MoeExperts ex, void* out) {
   chained_kernel_start();
   const int64_t tile = blockIdx.x;
@@ -128,14 +134,16 @@ __global__ void __launch_bounds__(Tile<BM>::kThreads)
   const int64_t p0 = tile * BM;
 
   extern __shared__ float4 smem_raw[];
+  using T = Tile<BM, BN, WM>;
+  constexpr int kStages = T::kStages, kFragsM = T::kFragsM;
   auto& As = *reinterpret_cast<bf16(*)[kStages][BM][kLd]>(smem_raw);
   auto& Bs = *reinterpret_cast<bf16(*)[kStages][BN][kLd]>(reinterpret_cast<unsigned char*>(smem_raw) + sizeof(bf16) * kStages * BM * kLd);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  constexpr int kThreads = Tile<BM>::kThreads, kAPieces = Tile<BM>::kAPieces, kBPieces = Tile<BM>::kBPieces;
-  const int wm = warp % Tile<BM>::kWarpsM, wn = warp / Tile<BM>::kWarpsM;
+  constexpr int kThreads = T::kThreads, kAPieces = T::kAPieces, kBPieces = T::kBPieces;
+  const int wm = warp % T::kWarpsM, wn = warp / T::kWarpsM;
 
-  // What this thread copies each stage: 2 A pieces and 4 B pieces of 16 bytes (8 bf16 along K).
+  // What this thread copies each stage: pieces of 16 bytes (8 bf16 along K) of A and B rows.
   const bf16* a_src[kAPieces];
   bool a_ok[kAPieces];
   int a_row[kAPieces], a_piece[kAPieces];
@@ -189,7 +197,7 @@ __global__ void __launch_bounds__(Tile<BM>::kThreads)
     }
   };
 
-  float acc[2][8][4] = {};
+  float acc[kFragsM][8][4] = {};
   // The weight rows of this warp's eight n8 tiles: gate/up pairs (q, q + 4) for the SwiGLU epilogue.
   auto b_base = [&](int q) { return kGateUp ? (q < 4 ? wn * 32 + q * 8 : BN / 2 + wn * 32 + (q - 4) * 8) : wn * 64 + q * 8; };
 
@@ -209,10 +217,10 @@ __global__ void __launch_bounds__(Tile<BM>::kThreads)
     const int st = static_cast<int>(kt % kStages);
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      uint32_t af[2][4];
+      uint32_t af[kFragsM][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        const int r = wm * 32 + mi * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      for (int mi = 0; mi < kFragsM; ++mi) {
+        const int r = wm * WM + mi * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
         const int c = kk * 16 + (lane / 16) * 8;
         ldmatrix_x4(af[mi], static_cast<uint32_t>(__cvta_generic_to_shared(&As[st][r][c])));
       }
@@ -223,7 +231,7 @@ __global__ void __launch_bounds__(Tile<BM>::kThreads)
         const int c = kk * 16 + ((lane / 8) % 2) * 8;
         ldmatrix_x4(bf, static_cast<uint32_t>(__cvta_generic_to_shared(&Bs[st][r][c])));
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
+        for (int mi = 0; mi < kFragsM; ++mi) {
           mma_bf16_16816(acc[mi][q], af[mi][0], af[mi][1], af[mi][2], af[mi][3], bf[0], bf[1]);
           mma_bf16_16816(acc[mi][q + 1], af[mi][0], af[mi][1], af[mi][2], af[mi][3], bf[2], bf[3]);
         }
@@ -234,10 +242,10 @@ __global__ void __launch_bounds__(Tile<BM>::kThreads)
 
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
+  for (int mi = 0; mi < kFragsM; ++mi) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t p = p0 + wm * 32 + mi * 16 + g + half * 8;
+      const int64_t p = p0 + wm * WM + mi * 16 + g + half * 8;
       if (kGateUp) {
         bf16* act = static_cast<bf16*>(out) + p * I;
 #pragma unroll
@@ -288,13 +296,21 @@ __global__ void moe_gather_kernel(const float* out, const int32_t* place, const 
 }
 
 // gate/up (with SwiGLU) into act, then down into out, over all experts' tiles.
-template <int BM>
+template <int BM, int BN, int WM = 32>
 void grouped_gemms(const bf16* x, int64_t ldx, int64_t tiles, const MoeExperts& ex, const int32_t* sorted, const int32_t* tile_expert, bf16* act,
                    float* out, cudaStream_t stream) {
-  constexpr int kThreads = Tile<BM>::kThreads;
-  constexpr std::size_t kSmem = Tile<BM>::kSmem;
-  constexpr auto* gate_up = moe_grouped_gemm_kernel<BM, true>;
-  constexpr auto* down = moe_grouped_gemm_kernel<BM, false>;
+  constexpr int kThreads = Tile<BM, BN, WM>::kThreads;
+  constexpr std::size_t kSmem = Tile<BM, BN, WM>::kSmem;
+  constexpr auto* gate_up = moe_grouped_gemm_kernel<BM, BN, WM, true>;
+  constexpr auto* down = moe_grouped_gemm_kernel<BM, BN, WM, false>;
+  if constexpr (kSmem > 48 * 1024) {
+    static const bool opted_in = [&] {
+      QWENRT_CUDA_CHECK(cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+      QWENRT_CUDA_CHECK(cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+      return true;
+    }();
+    (void)opted_in;
+  }
   const dim3 gu_grid(static_cast<unsigned>(tiles), static_cast<unsigned>((ex.inter + BN / 2 - 1) / (BN / 2)));
   launch_chained(gate_up, gu_grid, dim3(kThreads), kSmem, stream, x, ldx, sorted, tile_expert, ex, static_cast<void*>(act));
   QWENRT_CUDA_CHECK_LAUNCH();
@@ -327,8 +343,12 @@ void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   launch_chained(moe_group_kernel, dim3(1), dim3(kGroupThreads), kGroupSmem, stream, ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles,
                  l.BM, sorted, place, tile_expert);
   QWENRT_CUDA_CHECK_LAUNCH();
-  if (l.BM == 32) grouped_gemms<32>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
-  else grouped_gemms<64>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
+  // Prompt windows: 128 x 256 tiles of 64 x 64 warps (35B-A3B 8k prefill on an H100: 33.8k tok/s
+  // with 64 x 128 tiles, 39.4k with 128 x 256 of 32 x 64 warps, 40.0k with 64 x 64 warps, 37.3k
+  // with 128 x 128: bench/results/2026-12-06-0630-h100-moe-tiles.md).
+  if (l.BM == 32) grouped_gemms<32, 128>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
+  else if (l.BM == 64) grouped_gemms<64, 128>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
+  else grouped_gemms<128, 256, 64>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   constexpr int kGatherThreads = 256;
   const dim3 gather_grid(static_cast<unsigned>((ex.hidden / 4 + kGatherThreads - 1) / kGatherThreads),
                          static_cast<unsigned>(std::min<int64_t>(rows, 65535)));

@@ -132,7 +132,8 @@ class MoeKernels : public ::testing::TestWithParam<Shape> {
 // (64 experts, FFN 16), and FFN sizes that leave partial GEMM tiles.
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeKernels,
                          ::testing::Values(Shape{64, 8, true, 64, 16, 300}, Shape{256, 8, true, 256, 64, 200}, Shape{128, 4, false, 128, 40, 70},
-                                           Shape{512, 10, true, 64, 24, 33}),
+                                           Shape{512, 10, true, 64, 24, 33},
+                                           Shape{8, 2, true, 128, 64, 700}),  // 128-row tiles (prompt windows)
                          [](const auto& info) {
                            const Shape& s = info.param;
                            return "E" + std::to_string(s.E) + "k" + std::to_string(s.k) + (s.shared ? "s" : "") + "H" + std::to_string(s.H) + "I" +
