@@ -1,7 +1,8 @@
 // Decode-shaped products over packed quantized weights on the GPU (backend/cuda/quant/
 // skinny_quant_gemm): time per call and the packed bytes streamed (weights, scales, biases) as a
 // fraction of the copy bandwidth measured in the same run, beside the bf16 skinny GEMM on the same
-// shape.
+// shape. q4 runs in the tensor-core tiles the uploader makes ("q4 g64") and in rows ("q4 rows",
+// the warp-per-row kernel, for comparison).
 //   cuda_skinny_quant_bench [--quick]
 // Weights are rotated among enough copies that the L2 never holds them, as in a decode step.
 #include <cstdio>
@@ -11,6 +12,8 @@
 
 #include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
+#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine4_tiling.h"
 #include "backend/cuda/quant/random_fill.h"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 #include "backend/cuda/runtime/cuda_device.h"
@@ -31,10 +34,11 @@ struct Format {
   const char* name;
   cuda::QuantKind kind;
   int bits;  // affine: 4 or 8 (the value range of the fields); 0: FP8
+  bool tiled = false;  // 4-bit: in tensor-core tiles (the uploader's choice), else in rows
 };
 
 // One packed copy: fields, scales and biases (or FP8 bytes and f32 tile scales) as the uploader lays
-// them out for synthetic weights (g64 bf16 for affine, 128x128 for FP8).
+// them out for synthetic weights (g64 bf16 for affine, in tiles for q4; 128x128 for FP8).
 struct Packed {
   cuda::DeviceBuffer data, scales, biases;
   cuda::QuantMatrix m;
@@ -46,7 +50,8 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
   m.kind = f.kind;
   m.rows = s.rows;
   m.cols = s.k;
-  p.data = cuda::DeviceBuffer(static_cast<std::size_t>(s.rows * m.row_bytes()));
+  m.tiled = f.tiled;
+  p.data = cuda::DeviceBuffer(static_cast<std::size_t>(f.tiled ? cuda::affine4_tiles::field_bytes(s.rows, s.k) : s.rows * m.row_bytes()));
   cuda::fill_random_bytes(p.data.get(), p.data.bytes(), seed, f.kind == cuda::QuantKind::Fp8, nullptr);
   if (f.kind == cuda::QuantKind::Fp8) {
     m.block_rows = m.block_cols = 128;
@@ -58,12 +63,18 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
   } else {
     m.group_size = 64;
     m.scale_type = cuda::QuantScale::BF16;
-    const std::size_t groups = static_cast<std::size_t>(s.rows * (s.k / 64));
-    p.scales = cuda::DeviceBuffer(groups * 2);
-    p.biases = cuda::DeviceBuffer(groups * 2);
-    cuda::fill_u16(p.scales.get(), groups, f32_to_bf16(0.1f / static_cast<float>((1 << f.bits) - 1)), nullptr);
-    cuda::fill_u16(p.biases.get(), groups, f32_to_bf16(-0.05f), nullptr);
-    m.biases = p.biases.get();
+    const uint16_t scale = f32_to_bf16(0.1f / static_cast<float>((1 << f.bits) - 1)), bias = f32_to_bf16(-0.05f);
+    if (f.tiled) {
+      p.scales = cuda::DeviceBuffer(static_cast<std::size_t>(cuda::affine4_tiles::table_values(s.rows, s.k / 64)) * 2);
+      cuda::fill_affine4_tile_scales_bf16(p.scales.get(), s.rows, s.k / 64, scale, bias, nullptr);
+    } else {
+      const std::size_t groups = static_cast<std::size_t>(s.rows * (s.k / 64));
+      p.scales = cuda::DeviceBuffer(groups * 2);
+      p.biases = cuda::DeviceBuffer(groups * 2);
+      cuda::fill_u16(p.scales.get(), groups, scale, nullptr);
+      cuda::fill_u16(p.biases.get(), groups, bias, nullptr);
+      m.biases = p.biases.get();
+    }
   }
   m.data = p.data.get();
   m.scales = p.scales.get();
@@ -81,8 +92,10 @@ int main(int argc, char** argv) try {
       {"27b ffn up (17408x5120)", 17408, 5120}, {"27b ffn down (5120x17408)", 5120, 17408}, {"27b head (248320x5120)", 248320, 5120},
       {"9b ffn up (12288x4096)", 12288, 4096},  {"0.8b ffn down (1024x3584)", 1024, 3584},
   };
-  const std::vector<Format> formats = {
-      {"q4 g64", cuda::QuantKind::Affine4, 4}, {"q8 g64", cuda::QuantKind::Affine8, 8}, {"fp8 128", cuda::QuantKind::Fp8, 0}};
+  const std::vector<Format> formats = {{"q4 g64", cuda::QuantKind::Affine4, 4, true},
+                                       {"q4 rows", cuda::QuantKind::Affine4, 4, false},
+                                       {"q8 g64", cuda::QuantKind::Affine8, 8},
+                                       {"fp8 128", cuda::QuantKind::Fp8, 0}};
   const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 4, 8};
   cuda::DeviceBuffer x(static_cast<std::size_t>(8 * 17408) * 2);
   cuda::fill_uniform_bf16(x.as<__nv_bfloat16>(), static_cast<std::size_t>(8 * 17408), 1.0f, 7, nullptr);

@@ -70,11 +70,14 @@ struct BoundWeight {
   // Quantized formats, kept packed (the CUDA backend: model/cuda/quant_upload.h).
   // MlxAffine: `bits`-wide containers (4 or 8: 2/3-bit weights repacked into 4, 5/6-bit into 8, the
   // same values), `scales` and `biases` of `scale_format` per `group_size` as in the checkpoint.
+  // `tiled` (4-bit containers): fields, scales and biases in the decode kernel's tensor-core tiles
+  // (backend/cuda/quant/affine4_tiles.h; scales and biases interleaved in `scales`) instead of rows.
   // Fp8Block: f32 tile `scales`, `scale_cols` per tile row, this weight's row 0 at row `row_offset`
   // of the first tile row.
   const void* scales = nullptr;
   const void* biases = nullptr;
   int bits = 0, group_size = 0;
+  bool tiled = false;
   WeightFormat scale_format = WeightFormat::BF16;
   int block_rows = 0, block_cols = 0;
   int64_t scale_cols = 0, row_offset = 0;

@@ -11,8 +11,12 @@
 
 #include "backend/cuda/moe/moe.h"
 #include "check_support.h"
+#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine4_tiling.h"
+#include "backend/cuda/quant/dequantize_rows.h"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
+#include "core/half.h"
 
 namespace {
 
@@ -21,13 +25,13 @@ using namespace qwenrt::cuda;
 struct Packed {
   std::vector<uint8_t> data;
   std::vector<uint16_t> scales16, biases16;
-  std::vector<float> scales32;
+  std::vector<float> scales32, biases32;
   QuantMatrix m;
 };
 
-// rows x cols random fields with bf16 scales and biases (affine, bits 4 or 8, groups of `group`) or
-// f32 tile scales (FP8, block x block tiles; small = only the two smallest exponents).
-Packed make(QuantKind kind, int64_t rows, int64_t cols, int group, std::mt19937& rng, bool small = false) {
+// rows x cols random fields with scales and biases of `scale_type` (affine, bits 4 or 8, groups of
+// `group`) or f32 tile scales (FP8, block x block tiles; small = only the two smallest exponents).
+Packed make(QuantKind kind, int64_t rows, int64_t cols, int group, std::mt19937& rng, bool small = false, QuantScale scale_type = QuantScale::BF16) {
   Packed p;
   p.m.kind = kind;
   p.m.rows = rows;
@@ -50,21 +54,28 @@ Packed make(QuantKind kind, int64_t rows, int64_t cols, int group, std::mt19937&
     p.m.group_size = group;
     const int levels = kind == QuantKind::Affine4 ? 15 : 255;
     for (int64_t i = 0; i < rows * (cols / group); ++i) {
-      p.scales16.push_back(emu_f2bf(u(rng) * 0.1f / static_cast<float>(levels)));
-      p.biases16.push_back(emu_f2bf(-0.05f * u(rng)));
+      const float scale = u(rng) * 0.1f / static_cast<float>(levels), bias = -0.05f * u(rng);
+      if (scale_type == QuantScale::F32) {
+        p.scales32.push_back(scale);
+        p.biases32.push_back(bias);
+      } else {
+        p.scales16.push_back(scale_type == QuantScale::BF16 ? emu_f2bf(scale) : qwenrt::f32_to_f16(scale));
+        p.biases16.push_back(scale_type == QuantScale::BF16 ? emu_f2bf(bias) : qwenrt::f32_to_f16(bias));
+      }
     }
-    p.m.scales = p.scales16.data();
-    p.m.biases = p.biases16.data();
-    p.m.scale_type = QuantScale::BF16;
+    const bool wide = scale_type == QuantScale::F32;
+    p.m.scales = wide ? static_cast<const void*>(p.scales32.data()) : p.scales16.data();
+    p.m.biases = wide ? static_cast<const void*>(p.biases32.data()) : p.biases16.data();
+    p.m.scale_type = scale_type;
   }
   p.m.data = p.data.data();
   return p;
 }
 
-int check_products(const char* name, QuantKind kind, int group, bool small = false) {
-  std::mt19937 rng(7);
-  const int64_t rows = 37, k = 512, ldx = 520, rows2 = 16;  // 37: a partial tile
-  Packed a = make(kind, rows, k, group, rng, small), b = make(kind, rows2, k, group, rng, small);
+// A and b (rows of k columns, b accumulated onto a ramp) against double references, n = 8, 1, 3
+// activation rows; n = 1 and 3 bit for bit as among 8.
+int check_products(const char* name, const Packed& a, const Packed& b, std::mt19937& rng) {
+  const int64_t rows = a.m.rows, rows2 = b.m.rows, k = a.m.cols, ldx = k + 8;
   const auto x = random_bf16(static_cast<std::size_t>(8 * ldx), rng);
   const int64_t ldy = rows + rows2 + 3;
   int failures = 0;
@@ -94,11 +105,122 @@ int check_products(const char* name, QuantKind kind, int group, bool small = fal
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows + rows2; ++r) same &= y[static_cast<std::size_t>(i * ldy + r)] == all[static_cast<std::size_t>(i * ldy + r)];
     const bool ok = err <= 1e-6 && same;
-    std::printf("  %-22s n=%lld rel_l2 %.2e vs double%s  %s\n", name, static_cast<long long>(n), err, n == 8 ? "" : same ? ", same bits as among 8" : ", DIFFERENT bits",
+    std::printf("  %-28s n=%lld rel_l2 %.2e vs double%s  %s\n", name, static_cast<long long>(n), err, n == 8 ? "" : same ? ", same bits as among 8" : ", DIFFERENT bits",
                 ok ? "ok" : "FAIL");
     failures += !ok;
   }
   return failures;
+}
+
+int check_products(const char* name, QuantKind kind, int group, bool small = false) {
+  std::mt19937 rng(7);
+  const int64_t rows = 37, k = 512, rows2 = 16;  // 37: a partial tile
+  Packed a = make(kind, rows, k, group, rng, small), b = make(kind, rows2, k, group, rng, small);
+  return check_products(name, a, b, rng);
+}
+
+// ---- 4-bit weights in tensor-core tiles (affine4_tiles.h) -----------------------------------------
+
+// A row-major 4-bit weight laid out in tiles on the host with the layout functions: fields, then
+// (scale, bias) pairs in the one table.
+Packed tile_on_host(const Packed& p) {
+  namespace at = affine4_tiles;
+  const int64_t rows = p.m.rows, cols = p.m.cols, groups = cols / p.m.group_size;
+  Packed t;
+  t.m = p.m;
+  t.m.tiled = true;
+  t.m.biases = nullptr;
+  t.data.assign(static_cast<std::size_t>(at::field_bytes(rows, cols)), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const at::NibbleAt where = at::nibble_at(cols, r, c);
+      t.data[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>(quant::field(p.m, r, c) << where.shift);
+    }
+  const auto values = static_cast<std::size_t>(at::table_values(rows, groups));
+  const bool wide = p.m.scale_type == QuantScale::F32;
+  if (wide) t.scales32.assign(values, 0.0f);
+  else t.scales16.assign(values, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const auto i = static_cast<std::size_t>(at::scale_index(groups, r, g)), from = static_cast<std::size_t>(r * groups + g);
+      if (wide) t.scales32[i] = p.scales32[from], t.scales32[i + 1] = p.biases32[from];
+      else t.scales16[i] = p.scales16[from], t.scales16[i + 1] = p.biases16[from];
+    }
+  t.m.data = t.data.data();
+  t.m.scales = wide ? static_cast<const void*>(t.scales32.data()) : t.scales16.data();
+  return t;
+}
+
+// The device's tiling kernels (the uploader's) make the host's bytes; a synthetic table has its
+// constants on the real rows and zeros on the padding; every element reads the same in both layouts.
+int check_tiling(const char* name, const Packed& p, const Packed& t) {
+  namespace at = affine4_tiles;
+  const int64_t rows = p.m.rows, cols = p.m.cols, groups = cols / p.m.group_size;
+  std::vector<uint8_t> fields(t.data.size(), 0xee);
+  tile_affine4_fields(p.data.data(), rows, cols, fields.data(), nullptr);
+  const bool wide = p.m.scale_type == QuantScale::F32;
+  std::vector<uint8_t> table(wide ? t.scales32.size() * 4 : t.scales16.size() * 2, 0xee);
+  tile_affine4_scales(p.m.scales, p.m.biases, wide ? 4 : 2, rows, groups, table.data(), nullptr);
+  const bool same_fields = fields == t.data;
+  const bool same_table = std::memcmp(table.data(), t.m.scales, table.size()) == 0;
+  std::vector<uint16_t> synthetic(static_cast<std::size_t>(at::table_values(rows, groups)), 0xeeee);
+  fill_affine4_tile_scales_bf16(synthetic.data(), rows, groups, 0x1234, 0x5678, nullptr);
+  bool synthetic_ok = true;
+  for (int64_t r = 0; r < at::tiles(rows) * at::kTileRows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const auto i = static_cast<std::size_t>(at::scale_index(groups, r, g));
+      synthetic_ok &= synthetic[i] == (r < rows ? 0x1234 : 0) && synthetic[i + 1] == (r < rows ? 0x5678 : 0);
+    }
+  int64_t differ = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) differ += quant::element(t.m, r, c) != quant::element(p.m, r, c);
+  const bool ok = same_fields && same_table && synthetic_ok && differ == 0;
+  std::printf("  %-28s tiling kernels %s, synthetic table %s, elements %s  %s\n", name, same_fields && same_table ? "= host tiles" : "DIFFER",
+              synthetic_ok ? "ok" : "WRONG", differ == 0 ? "= row-major" : "DIFFER", ok ? "ok" : "FAIL");
+  return !ok;
+}
+
+// The prompt path's tiled dequantization: rows [r0, r0 + count) to bf16, each fma(s, q, b) rounded
+// once, as from the row-major form (whole tiles, the partial last tile, a start inside a tile).
+int check_tiled_dequantize(const char* name, const Packed& p, const Packed& t) {
+  const int64_t cols = p.m.cols;
+  bool ok = true;
+  for (const auto [r0, count] : {std::pair<int64_t, int64_t>{0, 37}, {16, 21}, {5, 20}}) {
+    std::vector<uint16_t> out(static_cast<std::size_t>(count * cols), 0xeeee);
+    dequantize_rows(t.m, r0, count, reinterpret_cast<__nv_bfloat16*>(out.data()), nullptr);
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t c = 0; c < cols; ++c) ok &= out[static_cast<std::size_t>(r * cols + c)] == emu_f2bf(quant::element(p.m, r0 + r, c));
+  }
+  std::printf("  %-28s tiled prompt-row dequantization %s\n", name, ok ? "= row-major values  ok" : "DIFFERS  FAIL");
+  return !ok;
+}
+
+// The launch's depth (units a lane has in flight) follows its blocks: 4 tiles fit the emulated
+// GPU at once (mock cuda_runtime_api.h), 6 do not. A's rows: the same bits either way.
+int check_tiled_depths(const char* name, const Packed& ta, const Packed& tc, std::mt19937& rng) {
+  const int64_t k = ta.m.cols, ldy = ta.m.rows + tc.m.rows;
+  const auto x = random_bf16(static_cast<std::size_t>(8 * k), rng);
+  std::vector<float> alone(static_cast<std::size_t>(8 * ldy)), beside(alone.size());
+  const QuantSegment one[1] = {{ta.m, alone.data(), ldy, false}};
+  const QuantSegment two[2] = {{ta.m, beside.data(), ldy, false}, {tc.m, beside.data() + ta.m.rows, ldy, false}};
+  skinny_quant_gemm(reinterpret_cast<const __nv_bfloat16*>(x.data()), 8, k, k, one, nullptr);
+  skinny_quant_gemm(reinterpret_cast<const __nv_bfloat16*>(x.data()), 8, k, k, two, nullptr);
+  bool same = true;
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t r = 0; r < ta.m.rows; ++r) same &= alone[static_cast<std::size_t>(i * ldy + r)] == beside[static_cast<std::size_t>(i * ldy + r)];
+  std::printf("  %-28s 3 tiles (one wave, deepest batch) vs 6 (two waves, shallowest): %s\n", name, same ? "same bits  ok" : "DIFFERENT bits  FAIL");
+  return !same;
+}
+
+int check_tiled(const char* name, int group, QuantScale scale_type) {
+  std::mt19937 rng(17);
+  // 37 rows: a partial tile. 76 units of 64 columns: every warp has several batches of chunks, the
+  // last one partial, and not all warps the same number.
+  const int64_t rows = 37, k = 4864, rows2 = 16, rows3 = 48;
+  const Packed a = make(QuantKind::Affine4, rows, k, group, rng, false, scale_type), b = make(QuantKind::Affine4, rows2, k, group, rng, false, scale_type),
+               c = make(QuantKind::Affine4, rows3, k, group, rng, false, scale_type);
+  const Packed ta = tile_on_host(a), tb = tile_on_host(b), tc = tile_on_host(c);
+  return check_tiling(name, a, ta) + check_tiled_dequantize(name, a, ta) + check_products(name, ta, tb, rng) + check_tiled_depths(name, ta, tc, rng);
 }
 
 float silu(float g) { return g / (1.0f + std::exp(-g)); }
@@ -160,7 +282,7 @@ int check_packed_moe(const char* name, QuantKind kind, int group) {
   bool same = true;
   for (int64_t d = 0; d < H; ++d) same &= alone[static_cast<std::size_t>(d)] == y[static_cast<std::size_t>(3 * H + d)];
   const bool ok = err <= 2e-3 && same;
-  std::printf("  %-22s packed experts, decode: rel_l2 %.2e vs double, row alone %s  %s\n", name, err, same ? "same bits" : "DIFFERENT", ok ? "ok" : "FAIL");
+  std::printf("  %-28s packed experts, decode: rel_l2 %.2e vs double, row alone %s  %s\n", name, err, same ? "same bits" : "DIFFERENT", ok ? "ok" : "FAIL");
   failures += !ok;
   // Windows: the stacks widened to bf16, then the grouped path (weights rounded to bf16: looser).
   std::vector<uint8_t> wide(moe_dequantized_bytes(ex) + 16);
@@ -169,7 +291,7 @@ int check_packed_moe(const char* name, QuantKind kind, int group) {
   std::vector<float> yw(static_cast<std::size_t>(rows * H));
   moe_window(reinterpret_cast<const __nv_bfloat16*>(x.data()), H, rows, grouped, ids.data(), weights.data(), scratch.data(), yw.data(), H, false, nullptr);
   const double werr = rel_l2(yw, ref);
-  std::printf("  %-22s packed experts, window via bf16 stacks: rel_l2 %.2e vs double  %s\n", name, werr, werr <= 2e-2 ? "ok" : "FAIL");
+  std::printf("  %-28s packed experts, window via bf16 stacks: rel_l2 %.2e vs double  %s\n", name, werr, werr <= 2e-2 ? "ok" : "FAIL");
   failures += werr > 2e-2;
   return failures;
 }
@@ -182,6 +304,11 @@ int quant_check() {
   failures += check_products("affine 4-bit g32", QuantKind::Affine4, 32);
   failures += check_products("affine 4-bit g64", QuantKind::Affine4, 64);
   failures += check_products("affine 4-bit g128", QuantKind::Affine4, 128);
+  failures += check_tiled("affine 4-bit tiles g32 bf16", 32, QuantScale::BF16);
+  failures += check_tiled("affine 4-bit tiles g64 bf16", 64, QuantScale::BF16);
+  failures += check_tiled("affine 4-bit tiles g128 f16", 128, QuantScale::F16);
+  failures += check_tiled("affine 4-bit tiles g64 f32", 64, QuantScale::F32);
+  failures += check_tiled("affine 4-bit tiles g32 f32", 32, QuantScale::F32);
   failures += check_products("affine 8-bit g32", QuantKind::Affine8, 32);
   failures += check_products("affine 8-bit g64", QuantKind::Affine8, 64);
   failures += check_products("affine 8-bit g128", QuantKind::Affine8, 128);

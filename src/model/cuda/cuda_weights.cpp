@@ -72,11 +72,13 @@ class Uploader {
 
   // Quantized matrices of one format one after another, packed (the stacked layout the packed
   // expert kernels index by expert): the fields of all, then the scales of all, then the biases, so
-  // that each part of the stack reads as one matrix. Where each piece starts.
+  // that each part of the stack reads as one matrix (row-major: those kernels read rows, not the
+  // decode tiles). Where each piece starts.
   std::vector<BoundWeight> stacked_packed(const std::vector<const Weight*>& pieces) {
+    constexpr bool kTiles = false;
     PackedParts total{};
     for (const Weight* w : pieces) {
-      const PackedParts p = packed_parts(*w);
+      const PackedParts p = packed_parts(*w, kTiles);
       total.data += p.data, total.scales += p.scales, total.biases += p.biases;
     }
     std::byte* data = arena_.as<std::byte>() + offset_;
@@ -84,9 +86,10 @@ class Uploader {
     std::byte* biases = scales + aligned(total.scales);
     std::vector<BoundWeight> out;
     for (const Weight* w : pieces) {
-      const PackedParts p = packed_parts(*w);
+      const PackedParts p = packed_parts(*w, kTiles);
       BoundWeight b;
-      if (arena_.get()) b = upload_packed(*w, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
+      if (arena_.get())
+        b = upload_packed(*w, kTiles, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
       else b.data = data;
       out.push_back(b);
       data += p.data, scales += p.scales, biases += p.biases;
@@ -102,14 +105,17 @@ class Uploader {
     return reinterpret_cast<const float*>(dst);
   }
 
+  // A matrix of its own: 4-bit weights in the decode kernel's tensor-core tiles where they fit.
   BoundWeight packed(const Weight& m, const std::pair<const std::byte*, uint64_t>& key) {
-    const PackedParts parts = packed_parts(m);
+    constexpr bool kTiles = true;
+    const PackedParts parts = packed_parts(m, kTiles);
     std::byte* base = arena_.as<std::byte>();
     std::byte* data = base + offset_;
     std::byte* scales = data + aligned(parts.data);
     std::byte* biases = scales + aligned(parts.scales);
     BoundWeight bound;
-    if (arena_.get()) bound = upload_packed(m, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
+    if (arena_.get())
+      bound = upload_packed(m, kTiles, data, scales, biases, [this](std::byte* dst, const void* src, std::size_t n) { copy(dst, src, n); });
     offset_ += aligned(parts.data) + aligned(parts.scales) + aligned(parts.biases);
     seen_[key] = bound;
     return bound;

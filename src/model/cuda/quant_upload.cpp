@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine4_tiling.h"
 #include "backend/cuda/quant/random_fill.h"
+#include "backend/cuda/runtime/cuda_check.h"
+#include "backend/cuda/runtime/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -20,6 +24,70 @@ cuda::QuantScale quant_scale(WeightFormat f) {
     case WeightFormat::BF16: return cuda::QuantScale::BF16;
     default: fail("internal: quantized weight scales in ", weight_format_name(f));
   }
+}
+
+// Rows [r0, r0 + n) of an affine weight's fields, row-major in `container`-bit containers: the
+// checkpoint's own bytes where the widths agree, else repacked into `buf`.
+const void* affine_rows(const Weight& w, int64_t r0, int64_t n, int container, std::vector<uint8_t>& buf) {
+  if (container == w.quant.bits) return reinterpret_cast<const uint8_t*>(w.data) + static_cast<std::size_t>(r0) * w.row_bytes();
+  const std::size_t out_row = static_cast<std::size_t>(w.cols) * static_cast<std::size_t>(container) / 8;
+  buf.resize(static_cast<std::size_t>(n) * out_row);
+  for (int64_t r = 0; r < n; ++r) repack_affine_row(w, r0 + r, container, buf.data() + static_cast<std::size_t>(r) * out_row);
+  return buf.data();
+}
+
+// Rows as stored (2/3/5/6 bits repacked a slice of rows at a time), scales and biases as stored.
+void upload_rows(const Weight& w, int container, std::byte* data, std::byte* scales, std::byte* biases, const DeviceCopy& copy) {
+  const std::size_t out_row = static_cast<std::size_t>(w.cols) * static_cast<std::size_t>(container) / 8;
+  const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((std::size_t{16} << 20) / out_row));
+  std::vector<uint8_t> buf;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slice) {
+    const int64_t n = std::min(slice, w.rows - r0);
+    copy(data + static_cast<std::size_t>(r0) * out_row, affine_rows(w, r0, n, container, buf), static_cast<std::size_t>(n) * out_row);
+  }
+  copy(scales, w.quant.scales, static_cast<std::size_t>(w.rows) * w.group_row_bytes());
+  copy(biases, w.quant.biases, static_cast<std::size_t>(w.rows) * w.group_row_bytes());
+}
+
+// The tensor-core tiles (affine4_tiles.h): slices of whole 16-row tiles (~16 MB of fields) copied
+// row-major to a device staging buffer, then tiled there by the GPU (affine4_tiling.h).
+void upload_tiles(const Weight& w, std::byte* data, std::byte* table, const DeviceCopy& copy) {
+  namespace at = cuda::affine4_tiles;
+  const std::size_t row = static_cast<std::size_t>(w.cols) / 2, group_row = w.group_row_bytes();
+  const int64_t groups = w.cols / w.quant.group_size;
+  const int value_bytes = static_cast<int>(weight_element_bytes(w.quant.scale_format));
+  const int64_t slice = std::min(at::tiles(w.rows), std::max<int64_t>(1, static_cast<int64_t>((std::size_t{16} << 20) / (row * at::kTileRows)))) * at::kTileRows;
+  cuda::DeviceBuffer stage(static_cast<std::size_t>(slice) * (row + 2 * group_row));
+  std::byte* stage_fields = stage.as<std::byte>();
+  std::byte* stage_scales = stage_fields + static_cast<std::size_t>(slice) * row;
+  std::byte* stage_biases = stage_scales + static_cast<std::size_t>(slice) * group_row;
+  std::vector<uint8_t> buf;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slice) {
+    const int64_t n = std::min(slice, w.rows - r0), tile0 = r0 / at::kTileRows;
+    copy(stage_fields, affine_rows(w, r0, n, 4, buf), static_cast<std::size_t>(n) * row);
+    copy(stage_scales, w.quant.scales + static_cast<std::size_t>(r0) * group_row, static_cast<std::size_t>(n) * group_row);
+    copy(stage_biases, w.quant.biases + static_cast<std::size_t>(r0) * group_row, static_cast<std::size_t>(n) * group_row);
+    cuda::tile_affine4_fields(reinterpret_cast<const uint8_t*>(stage_fields), n, w.cols,
+                              reinterpret_cast<uint8_t*>(data) + static_cast<std::size_t>(tile0 * (w.cols / at::kUnitCols) * at::kUnitBytes), nullptr);
+    cuda::tile_affine4_scales(stage_scales, stage_biases, value_bytes, n, groups,
+                              table + static_cast<std::size_t>(at::table_values(r0, groups)) * static_cast<std::size_t>(value_bytes), nullptr);
+  }
+  QWENRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the staging buffer is freed next
+}
+
+// Synthetic: random fields, and the scale and bias the host's synthetic weights use (values spread
+// over [-scale, scale]); in tiles the padding rows get zero scales and biases.
+void upload_synthetic_affine(const Weight& w, const BoundWeight& b, const PackedParts& parts) {
+  if (w.random_seed == 0) fail("internal: a quantized weight without data or seed");
+  if (w.quant.scale_format != WeightFormat::BF16) fail("internal: synthetic MLX affine scales are bf16");
+  cuda::fill_random_bytes(const_cast<void*>(b.data), parts.data, w.random_seed, false, nullptr);
+  const uint16_t scale = f32_to_bf16(2.0f * w.random_scale / static_cast<float>((1 << w.quant.bits) - 1)), bias = f32_to_bf16(-w.random_scale);
+  if (b.tiled) {
+    cuda::fill_affine4_tile_scales_bf16(const_cast<void*>(b.scales), w.rows, w.cols / w.quant.group_size, scale, bias, nullptr);
+    return;
+  }
+  cuda::fill_u16(const_cast<void*>(b.scales), parts.scales / 2, scale, nullptr);
+  cuda::fill_u16(const_cast<void*>(b.biases), parts.biases / 2, bias, nullptr);
 }
 
 // FP8 tile rows the weight's rows touch.
@@ -45,13 +113,22 @@ void repack_affine_row(const Weight& w, int64_t r, int container, uint8_t* out) 
   }
 }
 
-PackedParts packed_parts(const Weight& w) {
+bool uploads_tiled(const Weight& w, bool allow_tiles) {
+  return allow_tiles && w.format == WeightFormat::MlxAffine && affine_container_bits(w.quant.bits) == 4 && cuda::affine4_tiles::tileable(w.cols);
+}
+
+PackedParts packed_parts(const Weight& w, bool allow_tiles) {
   const auto rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
   if (w.format == WeightFormat::MlxAffine) {
     check_affine_params(w.quant.bits, w.quant.group_size, "--device cuda");
     if (w.cols % w.quant.group_size != 0) fail("--device cuda: an MLX affine weight of ", w.cols, " columns in groups of ", w.quant.group_size);
-    const std::size_t groups = rows * (cols / static_cast<std::size_t>(w.quant.group_size)) * weight_element_bytes(w.quant.scale_format);
-    return {rows * cols * static_cast<std::size_t>(affine_container_bits(w.quant.bits)) / 8, groups, groups};
+    const int64_t groups = w.cols / w.quant.group_size;
+    const std::size_t value_bytes = weight_element_bytes(w.quant.scale_format);
+    if (uploads_tiled(w, allow_tiles))
+      return {static_cast<std::size_t>(cuda::affine4_tiles::field_bytes(w.rows, w.cols)),
+              static_cast<std::size_t>(cuda::affine4_tiles::table_values(w.rows, groups)) * value_bytes, 0};
+    const std::size_t group_bytes = rows * static_cast<std::size_t>(groups) * value_bytes;
+    return {rows * cols * static_cast<std::size_t>(affine_container_bits(w.quant.bits)) / 8, group_bytes, group_bytes};
   }
   if (w.format == WeightFormat::Fp8Block) {
     if (w.cols % 16 != 0 || w.fp8.block_cols % 16 != 0)
@@ -62,43 +139,24 @@ PackedParts packed_parts(const Weight& w) {
   fail("internal: packed_parts of a dense weight");
 }
 
-BoundWeight upload_packed(const Weight& w, std::byte* data, std::byte* scales, std::byte* biases, const DeviceCopy& copy) {
-  const PackedParts parts = packed_parts(w);
+BoundWeight upload_packed(const Weight& w, bool allow_tiles, std::byte* data, std::byte* scales, std::byte* biases, const DeviceCopy& copy) {
+  const PackedParts parts = packed_parts(w, allow_tiles);
   BoundWeight b;
   b.format = w.format;
   b.data = data;
   b.scales = scales;
   if (w.format == WeightFormat::MlxAffine) {
-    b.biases = biases;
     b.bits = affine_container_bits(w.quant.bits);
     b.group_size = w.quant.group_size;
     b.scale_format = w.quant.scale_format;
+    b.tiled = uploads_tiled(w, allow_tiles);
+    if (!b.tiled) b.biases = biases;
     if (!w.data) {
-      // Synthetic: random fields, and the scale and bias the host's synthetic weights use (values
-      // spread over [-scale, scale]).
-      if (w.random_seed == 0) fail("internal: a quantized weight without data or seed");
-      if (w.quant.scale_format != WeightFormat::BF16) fail("internal: synthetic MLX affine scales are bf16");
-      cuda::fill_random_bytes(data, parts.data, w.random_seed, false, nullptr);
-      const std::size_t groups = parts.scales / 2;
-      cuda::fill_u16(scales, groups, f32_to_bf16(2.0f * w.random_scale / static_cast<float>((1 << w.quant.bits) - 1)), nullptr);
-      cuda::fill_u16(biases, groups, f32_to_bf16(-w.random_scale), nullptr);
+      upload_synthetic_affine(w, b, parts);
       return b;
     }
-    if (b.bits == w.quant.bits) {
-      copy(data, w.data, parts.data);
-    } else {
-      // Repacked a slice of rows at a time.
-      const std::size_t out_row = static_cast<std::size_t>(w.cols) * static_cast<std::size_t>(b.bits) / 8;
-      const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((std::size_t{16} << 20) / out_row));
-      std::vector<uint8_t> buf(static_cast<std::size_t>(slice) * out_row);
-      for (int64_t r0 = 0; r0 < w.rows; r0 += slice) {
-        const int64_t n = std::min(slice, w.rows - r0);
-        for (int64_t r = 0; r < n; ++r) repack_affine_row(w, r0 + r, b.bits, buf.data() + static_cast<std::size_t>(r) * out_row);
-        copy(data + static_cast<std::size_t>(r0) * out_row, buf.data(), static_cast<std::size_t>(n) * out_row);
-      }
-    }
-    copy(scales, w.quant.scales, parts.scales);
-    copy(biases, w.quant.biases, parts.biases);
+    if (b.tiled) upload_tiles(w, data, scales, copy);
+    else upload_rows(w, b.bits, data, scales, biases, copy);
     return b;
   }
   // FP8: the tile rows this weight's rows touch, widened to f32.
@@ -148,6 +206,7 @@ cuda::QuantMatrix device_quant(const Weight& w) {
     m.group_size = b.group_size;
     m.scale_type = quant_scale(b.scale_format);
     m.biases = b.biases;
+    m.tiled = b.tiled;
   } else {
     m.kind = cuda::QuantKind::Fp8;
     m.scale_type = cuda::QuantScale::F32;

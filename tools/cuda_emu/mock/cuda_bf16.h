@@ -30,3 +30,7 @@ inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { ret
 inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) {
   return {{emu_f2bf(emu_bf2f(a.x.bits) * emu_bf2f(b.x.bits))}, {emu_f2bf(emu_bf2f(a.y.bits) * emu_bf2f(b.y.bits))}};
 }
+// bf16 differences rounded once to bf16.
+inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) {
+  return {{emu_f2bf(emu_bf2f(a.x.bits) - emu_bf2f(b.x.bits))}, {emu_f2bf(emu_bf2f(a.y.bits) - emu_bf2f(b.y.bits))}};
+}

@@ -16,3 +16,4 @@ inline float __half2float(__half h) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline __half __ushort_as_half(unsigned short b) { return {b}; }

@@ -19,3 +19,19 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, std::size_t n, cudaMe
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
+// An emulated GPU of two multiprocessors holding two blocks of any kernel each: launches that pick
+// a variant by residency (skinny_quant_affine4_tiles) take their one-wave form up to 4 blocks.
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+inline cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
+  *value = 2;
+  return cudaSuccess;
+}
+template <typename F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F, int, std::size_t) {
+  *blocks = 2;
+  return cudaSuccess;
+}

@@ -42,6 +42,14 @@ __device__ __forceinline__ uint32_t load_stream4(const void* p) {
 // 16 bytes that other warps also read (activations): cached.
 __device__ __forceinline__ uint4 load_shared16(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
 
+// 8 such bytes, issued where they stand: the compiler does not sink the load into the branch that
+// uses it (a loop's activations all in flight before its first product, not one round trip each).
+__device__ __forceinline__ uint2 load_shared8_now(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 // d = a·b + d for A 16×16 (row), B 16×8 (col), bf16 in, f32 accumulate. Register layout per PTX:
 // a = {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)}, b = {(2t.., g), (2t+8.., g)},
 // d = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)} with g = lane/4, t = lane%4.

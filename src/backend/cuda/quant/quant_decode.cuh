@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cuda/quant/affine4_tiles.h"
 #include "backend/cuda/quant/quant_matrix.h"
 
 namespace qwenrt::cuda::quant {
@@ -76,8 +77,13 @@ __host__ __device__ inline float affine_value(uint32_t q, float scale, float bia
 // FP8: e4m3(q) · scale in one rounding, as Weight::row_to_f32.
 __host__ __device__ inline float fp8_value(uint32_t q, float scale) { return mul_rn(e4m3_to_f32(q), scale); }
 
-// The quantized field of element c of row r (host or device memory that this side can read).
+// The quantized field of element c of row r (host or device memory that this side can read), in
+// rows or in tensor-core tiles (affine4_tiles.h).
 __host__ __device__ inline uint32_t field(const QuantMatrix& m, int64_t r, int64_t c) {
+  if (m.tiled) {
+    const affine4_tiles::NibbleAt at = affine4_tiles::nibble_at(m.cols, r, c);
+    return (static_cast<const uint8_t*>(m.data)[at.byte] >> at.shift) & 0xfu;
+  }
   const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
   if (m.kind == QuantKind::Affine4) return (row[c >> 1] >> ((c & 1) * 4)) & 0xfu;
   return row[c];
@@ -92,11 +98,16 @@ __host__ __device__ inline float fp8_scale(const QuantMatrix& m, int64_t r, int6
 __host__ __device__ inline float element(const QuantMatrix& m, int64_t r, int64_t c) {
   const uint32_t q = field(m, r, c);
   if (m.kind == QuantKind::Fp8) return fp8_value(q, fp8_scale(m, r, c));
-  const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
+  const int64_t groups = m.cols / m.group_size;
+  if (m.tiled) {  // scale and bias side by side in the tiles' table
+    const int64_t i = affine4_tiles::scale_index(groups, r, c / m.group_size);
+    return affine_value(q, load_scale(m.scales, m.scale_type, i), load_scale(m.scales, m.scale_type, i + 1));
+  }
+  const int64_t g = r * groups + c / m.group_size;
   return affine_value(q, load_scale(m.scales, m.scale_type, g), load_scale(m.biases, m.scale_type, g));
 }
 
-// ---- 16-byte pieces, as the decode kernel reads them ------------------------------------------
+// ---- 16-byte pieces, as the row-major decode kernels read them --------------------------------
 // A row is read in 16-byte pieces (four little-endian words): piece i holds elements
 // [i · elements, (i + 1) · elements) with elements = 32 (Affine4) or 16 (Affine8, Fp8), all inside
 // one affine group or FP8 tile (check_quant_matrix).
@@ -129,6 +140,9 @@ __host__ __device__ inline float byte_to_f32(uint32_t v, int k) {
   return bits_to_f32(((v >> (8 * k)) & 0xffu) | 0x4B000000u) - 8388608.0f;
 #endif
 }
+
+// A field q < 256 as an exact f32 the same way, from its bits under 2^23's.
+__host__ __device__ inline float field_to_f32(uint32_t q) { return bits_to_f32(q | 0x4B000000u) - 8388608.0f; }
 
 // The value of element j of a piece whose words are w. Four-bit fields: the even nibbles of a word
 // are the bytes of w & 0x0F0F0F0F, the odd ones those of (w >> 4) & 0x0F0F0F0F (shared by the

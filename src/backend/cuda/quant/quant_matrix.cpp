@@ -3,6 +3,7 @@
 
 #include <cstddef>
 
+#include "backend/cuda/quant/affine4_tiles.h"
 #include "core/error.h"
 
 namespace qwenrt::cuda {
@@ -13,6 +14,7 @@ int64_t quant_matrix_bytes(const QuantMatrix& m) {
     return m.rows * m.row_bytes() + (last - first) * m.scale_cols * 4;
   }
   const int64_t scale_bytes = m.scale_type == QuantScale::F32 ? 4 : 2;
+  if (m.tiled) return affine4_tiles::field_bytes(m.rows, m.cols) + affine4_tiles::table_values(m.rows, m.cols / m.group_size) * scale_bytes;
   return m.rows * (m.row_bytes() + 2 * (m.cols / m.group_size) * scale_bytes);
 }
 
@@ -21,14 +23,21 @@ void check_quant_matrix(const QuantMatrix& m, const char* what) {
   if (reinterpret_cast<uintptr_t>(m.data) % 16 != 0) fail(what, ": quantized weights are not 16-byte aligned");
   const int per_load = m.elements_per_load();
   if (m.cols % per_load != 0) fail(what, ": a quantized weight of ", m.cols, " columns (the GPU kernels take multiples of ", per_load, ")");
+  if (m.tiled) {
+    // A lane reads a group's four table values with one aligned load.
+    const int entry_bytes = 4 * (m.scale_type == QuantScale::F32 ? 4 : 2);
+    if (m.kind != QuantKind::Affine4 || !affine4_tiles::tileable(m.cols) || reinterpret_cast<uintptr_t>(m.scales) % entry_bytes != 0)
+      fail(what, ": tiled quantized weights are 4-bit affine with columns a multiple of ", affine4_tiles::kUnitCols, " and aligned scales");
+  }
   if (m.kind == QuantKind::Fp8) {
     if (m.block_rows < 1 || m.block_cols < 16 || m.block_cols % 16 != 0 || m.row_offset < 0 ||
         m.scale_cols != (m.cols + m.block_cols - 1) / m.block_cols)
       fail(what, ": FP8 blocks of ", m.block_rows, "x", m.block_cols, " (the GPU kernels take block columns a multiple of 16)");
     return;
   }
-  if (!m.biases || (m.group_size != 32 && m.group_size != 64 && m.group_size != 128) || m.cols % m.group_size != 0)
-    fail(what, ": MLX affine group size ", m.group_size, " for ", m.cols, " columns (32, 64 or 128 dividing the columns, with biases)");
+  if ((m.group_size != 32 && m.group_size != 64 && m.group_size != 128) || m.cols % m.group_size != 0)
+    fail(what, ": MLX affine group size ", m.group_size, " for ", m.cols, " columns (32, 64 or 128 dividing the columns)");
+  if (!m.tiled && !m.biases) fail(what, ": an MLX affine weight without biases");
 }
 
 }  // namespace qwenrt::cuda

@@ -12,6 +12,11 @@
 //
 // Rows are `row_bytes()` apart and 16-byte aligned (cols a multiple of 32 for Affine4, of 16 for
 // Affine8 and Fp8): the kernels load 16 bytes per lane.
+//
+// `tiled` (Affine4 only, cols a multiple of 64): the fields and the scales are in the tensor-core
+// tile layout instead (affine4_tiles.h: 16-row tiles of 64-column units, rows padded to 16; scales
+// and biases interleaved in one table at `scales`, `biases` unused), made at upload for the decode
+// kernel skinny_quant_affine4_tiles; row_bytes() does not apply. MoE expert stacks stay row-major.
 #include <cstdint>
 
 namespace qwenrt::cuda {
@@ -21,12 +26,13 @@ enum class QuantScale : uint8_t { BF16, F16, F32 };
 
 struct QuantMatrix {
   QuantKind kind = QuantKind::Affine4;
+  bool tiled = false;  // Affine4: the tensor-core tile layout (above)
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   // Affine
   int group_size = 0;
   QuantScale scale_type = QuantScale::BF16;
-  const void* scales = nullptr;  // Affine: [rows, cols / group_size]; Fp8: f32 tiles
+  const void* scales = nullptr;  // Affine: [rows, cols / group_size] (tiled: the interleaved table); Fp8: f32 tiles
   const void* biases = nullptr;
   // Fp8
   int block_rows = 0, block_cols = 0;
@@ -38,7 +44,8 @@ struct QuantMatrix {
   constexpr int elements_per_load() const { return kind == QuantKind::Affine4 ? 32 : 16; }
 };
 
-// Bytes a product streams: the packed rows, scales and biases (affine), the scale tiles (FP8).
+// Bytes a product streams: the packed rows, scales and biases (affine; tiled: of the padded rows),
+// the scale tiles (FP8).
 int64_t quant_matrix_bytes(const QuantMatrix& m);
 
 // Error naming `what` unless the shape, alignment and parameters suit the kernels.

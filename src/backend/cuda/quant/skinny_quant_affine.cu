@@ -1,9 +1,9 @@
-// Decode-shaped products over MLX affine weights (skinny_quant_gemm.h): one warp per weight row,
-// 16-byte loads (32 four-bit or 16 eight-bit fields, inside one group), 4 loads in flight per lane,
-// each field dequantized in registers with one rounding (fma(s, q, b), as the CPU) and multiplied
-// into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's result is
-// the same bit for bit alone or among 8. (A tensor-core form, exact per-group sums, measured slower
-// on the H100 for these formats: bench/results/2026-12-06-0005-h100-quant.md.)
+// Decode-shaped products over MLX affine weights in rows (skinny_quant_gemm.h): 8-bit containers,
+// and 4-bit ones the uploader did not tile (4-bit weights in tiles go to
+// skinny_quant_affine4_tiles.cu). One warp per weight row, 16-byte loads (32 four-bit or 16 eight-bit
+// fields, inside one group), 4 loads in flight per lane, each field dequantized in registers with
+// one rounding (fma(s, q, b), as the CPU) and multiplied into four f32 sums per activation row in a
+// fixed order, then a fixed butterfly: a row's result is the same bit for bit alone or among 8.
 #include <cstdint>
 
 #include "backend/cuda/ptx/mma.cuh"
@@ -91,12 +91,12 @@ void launch(const __nv_bfloat16* x, int64_t ldx, const QuantSegments& segs, cuda
 
 void skinny_quant_affine(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
   QuantSegments segs{};
-  segs.count = static_cast<int>(segments.size());
   int64_t rows = 0;
-  for (int i = 0; i < segs.count; ++i) {
-    segs.seg[i] = segments[i];
-    segs.first_row[i] = rows;
-    rows += segments[i].w.rows;
+  for (const QuantSegment& s : segments) {
+    segs.seg[segs.count] = s;
+    segs.first_row[segs.count] = rows;
+    rows += s.w.rows;
+    ++segs.count;
   }
   segs.first_row[segs.count] = rows;
   if ((rows + kWarps - 1) / kWarps > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");

@@ -1,6 +1,6 @@
 // Decode-shaped products over quantized weights (skinny_quant_gemm.h): the checks, then each run of
-// neighbouring weights that one kernel takes in one launch (a checkpoint's q/k/v or gate/up share
-// their format, so this is one launch).
+// neighbouring weights that one kernel variant takes in one launch (a checkpoint's q/k/v or gate/up
+// share their format, so this is one launch).
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 
 #include "backend/cuda/quant/skinny_quant_kernels.h"
@@ -20,15 +20,28 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     if (s.w.cols != k) fail("skinny_quant_gemm: weight ", i, " has ", s.w.cols, " columns for k ", k);
     if (!s.y || s.ldy < s.w.rows) fail("skinny_quant_gemm: weight ", i, " needs an output with ldy >= ", s.w.rows);
   }
-  // The kernel a weight goes to: affine (0), or FP8 of its piece size.
-  auto kernel_of = [](const QuantMatrix& m) { return m.kind == QuantKind::Fp8 ? skinny_fp8_piece_bytes(m) : 0; };
+  // The kernel a weight goes to, and the variant of it: affine rows; tiled 4-bit of a group size and
+  // scale type; FP8 of a piece size.
+  struct Kernel {
+    enum { AffineRows, Affine4Tiles, Fp8 } kind;
+    int variant;
+    bool operator==(const Kernel&) const = default;
+  };
+  auto kernel_of = [](const QuantMatrix& m) -> Kernel {
+    if (m.kind == QuantKind::Fp8) return {Kernel::Fp8, skinny_fp8_piece_bytes(m)};
+    if (m.tiled) return {Kernel::Affine4Tiles, m.group_size * 4 + static_cast<int>(m.scale_type)};
+    return {Kernel::AffineRows, 0};
+  };
   for (std::size_t i = 0; i < segments.size();) {
-    const int which = kernel_of(segments[i].w);
+    const Kernel which = kernel_of(segments[i].w);
     std::size_t end = i + 1;
     while (end < segments.size() && kernel_of(segments[end].w) == which) ++end;
     const auto run = segments.subspan(i, end - i);
-    if (which == 0) skinny_quant_affine(x, n, ldx, run, stream);
-    else skinny_quant_fp8(x, n, ldx, run, stream);
+    switch (which.kind) {
+      case Kernel::AffineRows: skinny_quant_affine(x, n, ldx, run, stream); break;
+      case Kernel::Affine4Tiles: skinny_quant_affine4_tiles(x, n, ldx, run, stream); break;
+      case Kernel::Fp8: skinny_quant_fp8(x, n, ldx, run, stream); break;
+    }
     i = end;
   }
 }

@@ -1,8 +1,8 @@
 // The decoding the quantized CUDA kernels run (backend/cuda/quant/quant_decode.cuh, host and
 // device code alike: per element, and per 16-byte piece as the decode kernel reads a row), over the
 // packed form the uploader makes (2/3-bit repacked into 4-bit containers, 5/6-bit into 8-bit ones;
-// FP8 tile scales widened to f32), against the CPU's own dequantization (Weight::row_to_f32) bit
-// for bit. No GPU needed.
+// 4-bit containers also in tensor-core tiles, affine4_tiles.h; FP8 tile scales widened to f32),
+// against the CPU's own dequantization (Weight::row_to_f32) bit for bit. No GPU needed.
 #include "backend/cuda/quant/quant_decode.cuh"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/quant/affine4_tiles.h"
 #include "backend/cuda/quant/quant_test_weights.h"
 
 namespace qwenrt {
@@ -92,7 +93,127 @@ TEST(QuantDecode, AffineRepackedContainersMatchTheCpuDequantization) {
         m.scales = h.w.quant.scales;
         m.biases = h.w.quant.biases;
         expect_same_values(h.w, m, "affine " + std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(weight_format_name(sf)));
-        EXPECT_EQ(packed_parts(h.w).data, packed.size());
+        EXPECT_EQ(packed_parts(h.w, false).data, packed.size());
+      }
+}
+
+// A row-major 4-bit matrix (`rows` of cols / 2 bytes; scales and biases [rows, groups] of
+// `value_bytes`) laid out in tensor-core tiles on the host by the layout functions, as the upload's
+// tiling kernels lay it out on the device.
+struct HostTiles {
+  std::vector<uint8_t> fields;
+  std::vector<std::byte> table;
+};
+HostTiles tile_on_host(const cuda::QuantMatrix& m, int value_bytes) {
+  namespace at = cuda::affine4_tiles;
+  const int64_t groups = m.cols / m.group_size;
+  HostTiles t;
+  t.fields.assign(static_cast<std::size_t>(at::field_bytes(m.rows, m.cols)), 0);
+  t.table.assign(static_cast<std::size_t>(at::table_values(m.rows, groups) * value_bytes), std::byte{0});
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const at::NibbleAt where = at::nibble_at(m.cols, r, c);
+      t.fields[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>(cuda::quant::field(m, r, c) << where.shift);
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      const auto i = static_cast<std::size_t>(at::scale_index(groups, r, g)), from = static_cast<std::size_t>(r * groups + g);
+      std::memcpy(&t.table[i * value_bytes], static_cast<const std::byte*>(m.scales) + from * value_bytes, static_cast<std::size_t>(value_bytes));
+      std::memcpy(&t.table[(i + 1) * value_bytes], static_cast<const std::byte*>(m.biases) + from * value_bytes, static_cast<std::size_t>(value_bytes));
+    }
+  }
+  return t;
+}
+
+// Every element of a 4-bit weight in tiles reads as in rows (and as the CPU dequantizes it), for
+// every width that runs in 4-bit containers, group size and scale type, rows a multiple of 16 and
+// not; the padding rows are zero fields, scales and biases; the upload sizes are the padded ones.
+TEST(QuantDecode, TiledAffine4ElementsMatchTheRowMajorLayout) {
+  namespace at = cuda::affine4_tiles;
+  std::mt19937 rng(14);
+  for (int bits : {2, 3, 4})
+    for (int group : {32, 64, 128})
+      for (WeightFormat sf : {WeightFormat::BF16, WeightFormat::F16, WeightFormat::F32})
+        for (int64_t rows : {7, 37, 48}) {
+          auto h = test::random_affine(rows, 384, bits, group, sf, rng);
+          std::vector<uint8_t> packed(static_cast<std::size_t>(rows * 384 / 2));
+          for (int64_t r = 0; r < rows; ++r) repack_affine_row(h.w, r, 4, packed.data() + r * 384 / 2);
+          cuda::QuantMatrix m;
+          m.kind = cuda::QuantKind::Affine4;
+          m.data = packed.data();
+          m.rows = rows;
+          m.cols = 384;
+          m.group_size = group;
+          m.scale_type = scale_type(sf);
+          m.scales = h.w.quant.scales;
+          m.biases = h.w.quant.biases;
+          const int value_bytes = static_cast<int>(weight_element_bytes(sf));
+          const HostTiles t = tile_on_host(m, value_bytes);
+          cuda::QuantMatrix tiled = m;
+          tiled.tiled = true;
+          tiled.data = t.fields.data();
+          tiled.scales = t.table.data();
+          tiled.biases = nullptr;
+          const std::string what = "tiled " + std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(weight_format_name(sf)) + ", " +
+                                   std::to_string(rows) + " rows";
+          expect_same_values(h.w, m, what + " (row-major)");
+          int64_t mismatches = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < 384; ++c) mismatches += bits_of(cuda::quant::element(tiled, r, c)) != bits_of(cuda::quant::element(m, r, c));
+          EXPECT_EQ(mismatches, 0) << what;
+          // The padding rows of the last tile: zero fields, scales and biases.
+          const int64_t groups = 384 / group;
+          for (int64_t r = rows; r < at::tiles(rows) * at::kTileRows; ++r) {
+            for (int64_t c = 0; c < 384; ++c) ASSERT_EQ(cuda::quant::field(tiled, r, c), 0u) << what << " padding row " << r;
+            for (int64_t g = 0; g < groups; ++g) {
+              const int64_t i = at::scale_index(groups, r, g);
+              ASSERT_EQ(cuda::quant::load_scale(tiled.scales, tiled.scale_type, i), 0.0f) << what;
+              ASSERT_EQ(cuda::quant::load_scale(tiled.scales, tiled.scale_type, i + 1), 0.0f) << what;
+            }
+          }
+          const PackedParts parts = packed_parts(h.w, true);
+          EXPECT_EQ(parts.data, t.fields.size()) << what;
+          EXPECT_EQ(parts.scales, t.table.size()) << what;
+          EXPECT_EQ(parts.biases, 0u) << what;
+          EXPECT_TRUE(uploads_tiled(h.w, true)) << what;
+          EXPECT_FALSE(uploads_tiled(h.w, false)) << what;
+          EXPECT_EQ(cuda::quant_matrix_bytes(tiled), static_cast<int64_t>(parts.data + parts.scales)) << what;
+        }
+  // Not tiled: 8-bit containers, columns not a multiple of 64.
+  EXPECT_FALSE(uploads_tiled(test::random_affine(16, 384, 8, 64, WeightFormat::BF16, rng).w, true));
+  EXPECT_FALSE(uploads_tiled(test::random_affine(16, 96, 4, 32, WeightFormat::BF16, rng).w, true));
+}
+
+// The tensor-core A fragments a lane makes from its words (affine4_tiles.h biased_pair, less 128
+// in bf16, exactly) hold the fields the mma layout puts there: register p of step s of lane (g, t)
+// is row g (p even) or g + 8 (p odd) at columns 16s + 4t + (0, 1) (p < 2) or + (2, 3), the lower
+// column in the low half.
+TEST(QuantDecode, Affine4TileFragmentsHoldTheirFields) {
+  namespace at = cuda::affine4_tiles;
+  std::mt19937 rng(15);
+  auto h = test::random_affine(16, 128, 4, 64, WeightFormat::BF16, rng);
+  cuda::QuantMatrix m;
+  m.kind = cuda::QuantKind::Affine4;
+  m.data = h.data.data();
+  m.rows = 16;
+  m.cols = 128;
+  m.group_size = 64;
+  m.scales = h.w.quant.scales;
+  m.biases = h.w.quant.biases;
+  const HostTiles t = tile_on_host(m, 2);
+  for (int64_t unit = 0; unit < 2; ++unit)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int s = 0; s < 4; ++s) {
+        uint32_t word;
+        std::memcpy(&word, t.fields.data() + unit * at::kUnitBytes + 16 * lane + 4 * s, 4);
+        const int g = lane / 4, tt = lane % 4;
+        for (int p = 0; p < 4; ++p) {
+          const uint32_t pair = at::biased_pair(word, p);
+          const int64_t row = g + (p % 2) * 8, col = unit * 64 + 16 * s + 4 * tt + (p / 2) * 2;
+          for (int half = 0; half < 2; ++half) {
+            const float q = cuda::quant::bf16_bits_to_f32(static_cast<uint16_t>(pair >> (16 * half))) - 128.0f;
+            ASSERT_EQ(q, static_cast<float>(cuda::quant::field(m, row, col + half))) << "lane " << lane << " step " << s << " register " << p;
+          }
+        }
       }
 }
 
@@ -123,7 +244,7 @@ TEST(QuantDecode, Fp8EveryCodeAndRowSlicesMatchTheCpuDequantization) {
       m.row_offset = fp8_device_row_offset(w);
       EXPECT_GE(m.row_offset, 0);
       EXPECT_LT(m.row_offset, c.block_rows);
-      EXPECT_EQ(packed_parts(w).scales, tiles.size() * sizeof(float));
+      EXPECT_EQ(packed_parts(w, true).scales, tiles.size() * sizeof(float));
       expect_same_values(w, m,
                          "fp8 " + std::to_string(c.block_rows) + "x" + std::to_string(c.block_cols) + " rows from " + std::to_string(c.slice_begin));
     }
@@ -143,7 +264,7 @@ TEST(QuantDecode, ShapesTheKernelsCannotTakeAreNamed) {
   std::mt19937 rng(13);
   auto h = test::random_fp8(32, 40, 16, 8, WeightFormat::BF16, rng);
   try {
-    packed_parts(h.w);
+    packed_parts(h.w, true);
     FAIL() << "an FP8 weight of 40 columns in 8-column blocks was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("multiples of 16"), std::string::npos) << e.what();

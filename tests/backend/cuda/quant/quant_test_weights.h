@@ -85,16 +85,18 @@ inline HostQuantWeight random_fp8(int64_t rows, int64_t cols, int block_rows, in
   return h;
 }
 
-// A weight's packed copy on the GPU, bound into `w.bound` by the engine's uploader.
+// A weight's packed copy on the GPU, bound into `w.bound` by the engine's uploader; 4-bit weights in
+// the decode kernel's tensor-core tiles where they fit, unless `allow_tiles` is false (the
+// row-major layout MoE stacks keep).
 struct DeviceQuantWeight {
   cuda::DeviceBuffer data, scales, biases;
 };
 
-inline DeviceQuantWeight upload(Weight& w) {
-  const PackedParts parts = packed_parts(w);
+inline DeviceQuantWeight upload(Weight& w, bool allow_tiles = true) {
+  const PackedParts parts = packed_parts(w, allow_tiles);
   DeviceQuantWeight d{cuda::DeviceBuffer(parts.data), cuda::DeviceBuffer(std::max<std::size_t>(parts.scales, 16)),
                       cuda::DeviceBuffer(std::max<std::size_t>(parts.biases, 16))};
-  w.bound = upload_packed(w, d.data.as<std::byte>(), d.scales.as<std::byte>(), d.biases.as<std::byte>(),
+  w.bound = upload_packed(w, allow_tiles, d.data.as<std::byte>(), d.scales.as<std::byte>(), d.biases.as<std::byte>(),
                           [](std::byte* dst, const void* src, std::size_t n) { QWENRT_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice)); });
   QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
   return d;

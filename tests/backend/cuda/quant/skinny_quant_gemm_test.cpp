@@ -20,13 +20,17 @@
 namespace qwenrt {
 namespace {
 
+// A format and the layout its upload takes: `tiled` 4-bit containers go to the tensor-core tiles
+// (affine4_tiles.h; the engine's choice), the others stay row-major.
 struct Format {
   std::string name;
   std::function<test::HostQuantWeight(int64_t rows, int64_t cols, std::mt19937&)> make;
+  bool tiled = false;
 };
 
+// Every format; the ones in 4-bit containers twice, in tiles and in rows.
 std::vector<Format> formats() {
-  return {
+  std::vector<Format> all = {
       {"affine 4-bit g64 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 4, 64, WeightFormat::BF16, g); }},
       {"affine 8-bit g32 f16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 8, 32, WeightFormat::F16, g); }},
       {"affine 3-bit g128 f32 (4-bit containers)",
@@ -48,7 +52,20 @@ std::vector<Format> formats() {
        }},
       {"affine 4-bit g32 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 4, 32, WeightFormat::BF16, g); }},
       {"affine 8-bit g128 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 8, 128, WeightFormat::BF16, g); }},
+      {"affine 4-bit g128 f16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 4, 128, WeightFormat::F16, g); }},
   };
+  const std::size_t listed = all.size();
+  for (std::size_t i = 0; i < listed; ++i) {
+    std::mt19937 probe(0);
+    const Weight w = all[i].make(16, 128, probe).w;
+    if (w.format != WeightFormat::MlxAffine || affine_container_bits(w.quant.bits) != 4) continue;
+    Format rows = all[i];
+    rows.name += ", rows";
+    all[i].name += ", tiles";
+    all[i].tiled = true;
+    all.push_back(rows);
+  }
+  return all;
 }
 
 // n rows of bf16 activations (row stride ldx) on the device and as floats.
@@ -95,9 +112,10 @@ TEST(SkinnyQuantGemm, MatchesTheCpuProductOverTheSamePackedWeights) {
   for (const Format& f : formats()) {
     std::mt19937 rng(21);
     const int64_t k = 1280, ldx = 1288;
-    auto a = f.make(301, k, rng);  // rows past a block of 8 warps
+    auto a = f.make(301, k, rng);  // rows past a block of 8 warps, a partial tile
     auto b = f.make(8, k, rng);
-    const auto da = test::upload(a.w), db = test::upload(b.w);
+    const auto da = test::upload(a.w, f.tiled), db = test::upload(b.w, f.tiled);
+    ASSERT_EQ(a.w.bound.tiled, f.tiled) << f.name;
     for (int64_t n : {1, 3, 8}) {
       const Activations x = activations(n, ldx, rng);
       std::vector<int64_t> at;
@@ -142,7 +160,7 @@ TEST(SkinnyQuantGemm, ARowsResultIsTheSameAloneAndAmongEight) {
     std::mt19937 rng(22);
     const int64_t k = 2048, ldx = 2048;
     auto a = f.make(96, k, rng);
-    const auto da = test::upload(a.w);
+    const auto da = test::upload(a.w, f.tiled);
     const Activations x = activations(8, ldx, rng);
     std::vector<int64_t> at;
     int64_t ldy = 0;
@@ -162,26 +180,57 @@ TEST(SkinnyQuantGemm, ARowsResultIsTheSameAloneAndAmongEight) {
   }
 }
 
-TEST(SkinnyQuantGemm, AccumulatesIntoTheResidual) {
+// The tiled kernel runs the deepest batch of loads whose blocks all fit the GPU at once: on 132
+// multiprocessors 4 tiles take depth 4, 300 tiles depth 3, and the 10,000 of all three weights in
+// one launch depth 2. Each weight's rows are the same bits every way.
+TEST(SkinnyQuantGemm, EveryBatchDepthGivesTheSameBits) {
   QWENRT_REQUIRE_GPU();
-  std::mt19937 rng(23);
-  const int64_t k = 512, n = 4;
-  auto a = test::random_affine(40, k, 4, 64, WeightFormat::BF16, rng);
-  auto b = test::random_fp8(24, k, 128, 128, WeightFormat::BF16, rng);
-  const auto da = test::upload(a.w), db = test::upload(b.w);
+  std::mt19937 rng(25);
+  const int64_t k = 256, n = 8;
+  auto small = test::random_affine(64, k, 4, 64, WeightFormat::BF16, rng);
+  auto wave = test::random_affine(300 * 16, k, 4, 64, WeightFormat::BF16, rng);
+  auto many = test::random_affine(9696 * 16, k, 4, 64, WeightFormat::BF16, rng);
+  const auto ds = test::upload(small.w), dw = test::upload(wave.w), dm = test::upload(many.w);
   const Activations x = activations(n, k, rng);
   std::vector<int64_t> at;
   int64_t ldy = 0;
-  const auto plain = gpu_product(x, n, k, k, {&a.w, &b.w}, at, ldy);
-  const auto y0 = test::random_f32(static_cast<std::size_t>(n * ldy), rng);
-  const auto summed = gpu_product(x, n, k, k, {&a.w, &b.w}, at, ldy, &y0);
-  for (int64_t bb = 0; bb < n; ++bb)
-    for (int64_t c = 0; c < ldy; ++c) {
-      const auto i = static_cast<std::size_t>(bb * ldy + c);
-      const bool written = c < a.w.rows + b.w.rows;
-      // y0 + product in f32, one rounding; the columns past the outputs keep y0.
-      EXPECT_EQ(summed[i], written ? y0[i] + plain[i] : y0[i]) << bb << ", " << c;
-    }
+  const auto small_alone = gpu_product(x, n, k, k, {&small.w}, at, ldy);
+  const int64_t ld_small = ldy;
+  const auto wave_alone = gpu_product(x, n, k, k, {&wave.w}, at, ldy);
+  const int64_t ld_wave = ldy;
+  const auto together = gpu_product(x, n, k, k, {&small.w, &wave.w, &many.w}, at, ldy);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t r = 0; r < small.w.rows; ++r)
+      ASSERT_EQ(std::memcmp(&small_alone[static_cast<std::size_t>(b * ld_small + r)], &together[static_cast<std::size_t>(b * ldy + at[0] + r)], 4), 0)
+          << "row " << b << ", weight row " << r << " of 4 tiles";
+    for (int64_t r = 0; r < wave.w.rows; ++r)
+      ASSERT_EQ(std::memcmp(&wave_alone[static_cast<std::size_t>(b * ld_wave + r)], &together[static_cast<std::size_t>(b * ldy + at[1] + r)], 4), 0)
+          << "row " << b << ", weight row " << r << " of 300 tiles";
+  }
+}
+
+TEST(SkinnyQuantGemm, AccumulatesIntoTheResidual) {
+  QWENRT_REQUIRE_GPU();
+  for (const bool tiled : {true, false}) {
+    std::mt19937 rng(23);
+    const int64_t k = 512, n = 4;
+    auto a = test::random_affine(40, k, 4, 64, WeightFormat::BF16, rng);
+    auto b = test::random_fp8(24, k, 128, 128, WeightFormat::BF16, rng);
+    const auto da = test::upload(a.w, tiled), db = test::upload(b.w, tiled);
+    const Activations x = activations(n, k, rng);
+    std::vector<int64_t> at;
+    int64_t ldy = 0;
+    const auto plain = gpu_product(x, n, k, k, {&a.w, &b.w}, at, ldy);
+    const auto y0 = test::random_f32(static_cast<std::size_t>(n * ldy), rng);
+    const auto summed = gpu_product(x, n, k, k, {&a.w, &b.w}, at, ldy, &y0);
+    for (int64_t bb = 0; bb < n; ++bb)
+      for (int64_t c = 0; c < ldy; ++c) {
+        const auto i = static_cast<std::size_t>(bb * ldy + c);
+        const bool written = c < a.w.rows + b.w.rows;
+        // y0 + product in f32, one rounding; the columns past the outputs keep y0.
+        EXPECT_EQ(summed[i], written ? y0[i] + plain[i] : y0[i]) << (tiled ? "tiles " : "rows ") << bb << ", " << c;
+      }
+  }
 }
 
 TEST(QuantDequantize, PromptRowsAndEmbeddingLookupDecodeAsTheCpu) {
@@ -189,8 +238,8 @@ TEST(QuantDequantize, PromptRowsAndEmbeddingLookupDecodeAsTheCpu) {
   for (const Format& f : formats()) {
     std::mt19937 rng(24);
     const int64_t rows = 200, cols = 256;
-    auto h = f.make(rows, cols, rng);
-    const auto d = test::upload(h.w);
+    auto h = f.make(rows, cols, rng);  // 200 rows: a partial tile
+    const auto d = test::upload(h.w, f.tiled);
     const cuda::QuantMatrix m = device_quant(h.w);
     // Rows [37, 37 + 150) to bf16.
     cuda::DeviceBuffer out(150 * cols * 2);

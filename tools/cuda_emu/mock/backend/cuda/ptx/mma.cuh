@@ -155,6 +155,7 @@ inline void chained_kernel_start() {}
 inline uint4 load_stream16(const void* p) { return *static_cast<const uint4*>(p); }
 inline uint4 load_shared16(const void* p) { return *static_cast<const uint4*>(p); }
 inline uint2 load_stream8(const void* p) { return *static_cast<const uint2*>(p); }
+inline uint2 load_shared8_now(const void* p) { return *static_cast<const uint2*>(p); }
 inline uint32_t load_stream4(const void* p) { return *static_cast<const uint32_t*>(p); }
 inline void signal_ready(int32_t* counter) { __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); }
 inline void wait_ready(const int32_t* counter, int32_t count) {
