@@ -20,6 +20,7 @@
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/quant/affine4_tiles.h"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
+#include "backend/cuda/quant/tile_blocks.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "core/error.h"
@@ -29,15 +30,10 @@ namespace {
 
 namespace at = affine4_tiles;
 
-constexpr int kWarps = 8;  // warps of a block split K between them
-constexpr int kThreads = kWarps * 32;
-constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);
-
-struct TileSegments {
-  QuantSegment seg[kSkinnyQuantMaxSegments];
-  int first_tile[kSkinnyQuantMaxSegments + 1];  // first row tile of each segment; [count] = all tiles
-  int count;
-};
+using tile_blocks::kRedBytes;
+using tile_blocks::kThreads;
+using tile_blocks::kWarps;
+using TileSegments = tile_blocks::Segments;
 
 // A group's table entry for lane (g, t): scale and bias of rows g and g + 8 of the tile, as stored
 // (four 16-bit values, or four f32), read with one load that is used once.
@@ -112,13 +108,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
 
   extern __shared__ float4 smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
-  const int tile = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  int si = 0;
-  while (si + 1 < segs.count && tile >= segs.first_tile[si + 1]) ++si;
-  const QuantSegment& seg = segs.seg[si];
+  const auto [seg, wtile] = tile_blocks::place_of(segs);
   const QuantMatrix& m = seg.w;
-  const int64_t wtile = tile - segs.first_tile[si];  // the tile within its weight
   const int units = static_cast<int>(m.cols / at::kUnitCols), groups = static_cast<int>(m.cols / G);
   const int chunks = units / kUnitsPerChunk;
   const int warp_chunks = warp < chunks ? (chunks - 1 - warp) / kWarps + 1 : 0;
@@ -192,20 +184,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
     }
   }
 
-#pragma unroll
-  for (int e = 0; e < 4; ++e) red[(warp * 4 + e) * 32 + lane] = y[e];
-  __syncthreads();
-  // Thread (e, l) finishes lane l's output e: the warps' sums in warp order.
-  if (threadIdx.x >= 4 * 32) return;
-  const int e = threadIdx.x / 32, l = threadIdx.x % 32;
-  float v = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) v += red[(w * 4 + e) * 32 + l];
-  const int64_t row = wtile * at::kTileRows + l / 4 + (e >= 2 ? 8 : 0);
-  const int col = 2 * (l % 4) + (e & 1);
-  if (col >= n || row >= m.rows) return;
-  float* out = seg.y + col * seg.ldy + row;
-  *out = seg.accumulate ? __fadd_rn(*out, v) : v;
+  tile_blocks::finish(y, red, seg, wtile * at::kTileRows, n);
 }
 
 // Blocks of `kernel` the current device holds at once; remembered per (device, kernel).
@@ -266,18 +245,10 @@ void launch_group(int group_size, const __nv_bfloat16* x, int n, int64_t ldx, co
 
 void skinny_quant_affine4_tiles(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
   const QuantMatrix& first = segments[0].w;
-  TileSegments segs{};
-  int64_t tiles = 0;
-  for (const QuantSegment& s : segments) {
+  for (const QuantSegment& s : segments)
     if (!s.w.tiled || s.w.group_size != first.group_size || s.w.scale_type != first.scale_type)
       fail("internal: tiled 4-bit weights of different group sizes or scale types in one launch");
-    segs.seg[segs.count] = s;
-    segs.first_tile[segs.count] = static_cast<int>(tiles);
-    tiles += at::tiles(s.w.rows);
-    ++segs.count;
-  }
-  if (tiles > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
-  segs.first_tile[segs.count] = static_cast<int>(tiles);
+  const TileSegments segs = tile_blocks::segments(segments);
   switch (first.scale_type) {
     case QuantScale::BF16: launch_group<QuantScale::BF16>(first.group_size, x, static_cast<int>(n), ldx, segs, stream); break;
     case QuantScale::F16: launch_group<QuantScale::F16>(first.group_size, x, static_cast<int>(n), ldx, segs, stream); break;

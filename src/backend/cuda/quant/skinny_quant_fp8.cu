@@ -10,6 +10,7 @@
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
+#include "backend/cuda/quant/tile_blocks.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "core/error.h"
@@ -17,16 +18,10 @@
 namespace qwenrt::cuda {
 namespace {
 
-constexpr int kWarps = 8;  // warps of a block split K between them
-constexpr int kThreads = kWarps * 32;
-constexpr int kTileRows = 16;  // weight rows per block: one m16 tile
-constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);
-
-struct QuantSegments {
-  QuantSegment seg[kSkinnyQuantMaxSegments];
-  int first_tile[kSkinnyQuantMaxSegments + 1];  // first row tile of each segment; [count] = all tiles
-  int count;
-};
+using tile_blocks::kRedBytes;
+using tile_blocks::kThreads;
+using tile_blocks::kTileRows;
+using tile_blocks::kWarps;
 
 // How a lane reads its piece of a weight row. Lane (g, t) of a warp reads `PB` bytes of rows g and
 // g + 8 of the tile; the four lanes t = 0..3 read neighbouring pieces, a "chunk" of kChunk columns
@@ -82,17 +77,14 @@ __device__ __forceinline__ void b_pairs(const uint32_t* x, int s, uint32_t& b0, 
 // A batch column's sums never see another column's activations and every sum is taken in a fixed
 // order (steps, chunks, then the warps in order): a row's result is the same bits alone or among 8.
 template <int PB>
-__global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, QuantSegments segs) {
+__global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, tile_blocks::Segments segs) {
   using L = Layout<PB>;
   extern __shared__ float4 smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
-  const int tile = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  int si = 0;
-  while (si + 1 < segs.count && tile >= segs.first_tile[si + 1]) ++si;
-  const QuantSegment& seg = segs.seg[si];
+  const auto [seg, wtile] = tile_blocks::place_of(segs);
   const QuantMatrix& m = seg.w;
-  const int64_t row0 = static_cast<int64_t>(tile - segs.first_tile[si]) * kTileRows;
+  const int64_t row0 = wtile * kTileRows;
   // Rows past the weight read row 0 instead: each feeds only its own output row, never stored.
   const int64_t rg = row0 + g < m.rows ? row0 + g : 0, rh = row0 + g + 8 < m.rows ? row0 + g + 8 : 0;
   const int64_t k = m.cols;
@@ -181,24 +173,11 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bflo
     }
   }
 
-#pragma unroll
-  for (int e = 0; e < 4; ++e) red[(warp * 4 + e) * 32 + lane] = y[e];
-  __syncthreads();
-  // Thread (e, l) finishes lane l's output e: the warps' sums in warp order.
-  if (threadIdx.x >= 4 * 32) return;
-  const int e = threadIdx.x / 32, l = threadIdx.x % 32;
-  float v = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) v += red[(w * 4 + e) * 32 + l];
-  const int64_t row = row0 + l / 4 + (e >= 2 ? 8 : 0);
-  const int col = 2 * (l % 4) + (e & 1);
-  if (col >= n || row >= m.rows) return;
-  float* out = seg.y + col * seg.ldy + row;
-  *out = seg.accumulate ? __fadd_rn(*out, v) : v;
+  tile_blocks::finish(y, red, seg, row0, n);
 }
 
 template <int PB>
-void launch(const __nv_bfloat16* x, int n, int64_t ldx, const QuantSegments& segs, cudaStream_t stream) {
+void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
   const auto kernel = skinny_fp8_kernel<PB>;
   const dim3 grid(static_cast<unsigned>(segs.first_tile[segs.count]));
   launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
@@ -214,17 +193,9 @@ int skinny_fp8_piece_bytes(const QuantMatrix& m) {
 
 void skinny_quant_fp8(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
   const int pb = skinny_fp8_piece_bytes(segments[0].w);
-  QuantSegments segs{};
-  int64_t tiles = 0;
-  for (const QuantSegment& s : segments) {
+  for (const QuantSegment& s : segments)
     if (skinny_fp8_piece_bytes(s.w) != pb) fail("internal: FP8 weights of different piece sizes in one launch");
-    segs.seg[segs.count] = s;
-    segs.first_tile[segs.count] = static_cast<int>(tiles);
-    tiles += (s.w.rows + kTileRows - 1) / kTileRows;
-    ++segs.count;
-  }
-  if (tiles > (1ll << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
-  segs.first_tile[segs.count] = static_cast<int>(tiles);
+  const tile_blocks::Segments segs = tile_blocks::segments(segments);
   switch (pb) {
     case 16: launch<16>(x, static_cast<int>(n), ldx, segs, stream); break;
     case 8: launch<8>(x, static_cast<int>(n), ldx, segs, stream); break;

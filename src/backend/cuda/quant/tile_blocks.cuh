@@ -1,0 +1,76 @@
+#pragma once
+// What the tensor-core decode kernels over 16-row weight tiles share (skinny_quant_fp8.cu,
+// skinny_quant_affine4_tiles.cu): a block per 16-row tile of one of a launch's weights, the K split
+// among the block's 8 warps, each lane holding the m16n8 sums of tile rows g and g + 8 for
+// activation rows 2t and 2t + 1 (g = lane / 4, t = lane % 4), the warps' sums added in warp order
+// at the end. A row's result never depends on another activation row's: batch-invariant.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+#include "backend/cuda/quant/skinny_quant_gemm.h"
+#include "core/error.h"
+
+namespace qwenrt::cuda::tile_blocks {
+
+constexpr int kWarps = 8;  // warps of a block split K between them
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;                                // weight rows per block: one m16 tile
+constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);  // the warps' sums, [warp][e][lane]: dynamic shared memory
+
+// A launch's weights and where each one's tiles start in the grid.
+struct Segments {
+  QuantSegment seg[kSkinnyQuantMaxSegments];
+  int first_tile[kSkinnyQuantMaxSegments + 1];  // first row tile of each segment; [count] = all tiles (the grid)
+  int count;
+};
+
+inline Segments segments(std::span<const QuantSegment> weights) {
+  Segments s{};
+  int64_t tiles = 0;
+  for (const QuantSegment& w : weights) {
+    s.seg[s.count] = w;
+    s.first_tile[s.count] = static_cast<int>(tiles);
+    tiles += (w.w.rows + kTileRows - 1) / kTileRows;
+    ++s.count;
+  }
+  if (tiles > (int64_t{1} << 31) - 1) fail("skinny_quant_gemm: too many weight rows");
+  s.first_tile[s.count] = static_cast<int>(tiles);
+  return s;
+}
+
+// This block's weight (its segment) and the block's tile within that weight.
+struct Place {
+  const QuantSegment& seg;
+  int64_t tile;
+};
+__device__ __forceinline__ Place place_of(const Segments& s) {
+  const int tile = blockIdx.x;
+  int i = 0;
+  while (i + 1 < s.count && tile >= s.first_tile[i + 1]) ++i;
+  return {s.seg[i], tile - s.first_tile[i]};
+}
+
+// Adds the block's 8 warps' sums y (this lane's four accumulators) in warp order and writes (or
+// adds, seg.accumulate) the tile's outputs for the first n activation rows. `red` is the kernel's
+// dynamic shared memory (kRedBytes); row0 the tile's first weight row.
+__device__ __forceinline__ void finish(const float (&y)[4], float* red, const QuantSegment& seg, int64_t row0, int n) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) red[(warp * 4 + e) * 32 + lane] = y[e];
+  __syncthreads();
+  // Thread (e, l) finishes lane l's output e.
+  if (threadIdx.x >= 4 * 32) return;
+  const int e = threadIdx.x / 32, l = threadIdx.x % 32;
+  float v = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) v += red[(w * 4 + e) * 32 + l];
+  const int64_t row = row0 + l / 4 + (e >= 2 ? 8 : 0);
+  const int col = 2 * (l % 4) + (e & 1);
+  if (col >= n || row >= seg.w.rows) return;
+  float* out = seg.y + col * seg.ldy + row;
+  *out = seg.accumulate ? __fadd_rn(*out, v) : v;
+}
+
+}  // namespace qwenrt::cuda::tile_blocks
