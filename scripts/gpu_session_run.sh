@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
-# One device call of this session: the USERS-user (64) serving run (issue 26; 32 fit an H100), then the affine
-# decode products (27B) and packed experts (35B-A3B) of this build against main's (.gpu-before), same card.
+# One device call of this session: the whole CUDA suite (mixed windows' decode rows through the
+# decode kernels), then the MoE window's launches timed apart by Nsight Compute on the 35B-A3B 8k
+# prefill (issue 28: group, gate/up, down, gather), with the prefill rate beside.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_libs.sh
 export QWENRT_SOURCE_DIR=$PWD
+b=$(gpu_bin_dir "${BIN:-.gpu}")
 nvidia-smi --query-gpu=name --format=csv,noheader
-users=${USERS:-64}
-TAG=serve$users BENCH=0 timeout 420 scripts/gpu_serve_bench.sh .gpu 27b 9216 "$users:8192:1024:$users"
-[ "${AB:-1}" = 0 ] && exit 0  # AB=0: the serving run only
-new=$(gpu_bin_dir .gpu)
-mkdir -p /tmp/qb && tar -C /tmp/qb -xJf .gpu-before/qwenrt-gpu.tar.xz
-for b in "$new" /tmp/qb; do
-  echo "== $b"
-  timeout 60 "$b/cuda_skinny_quant_bench" --quick 2>&1 | grep -E "q4|q8"
-  for cfg in 27b:q4 27b:q8 35b-a3b:q4 35b-a3b:q8; do
-    size=${cfg%%:*} q=${cfg##*:}
-    echo "$size $q: $(timeout 120 "$b/qwenrt" bench --device cuda --synthetic $size --quant $q --prompt-tokens 512 --gen-tokens 32 --json 2>/dev/null |
-      python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s %.0f%% of floor" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"]))')"
-  done
-done
+timeout 330 "$b/qwenrt_cuda_tests" > "${OUT:-/tmp}/tests.log" 2>&1
+echo "tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "${OUT:-/tmp}/tests.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED  \] [A-Za-z]|mixed window" "${OUT:-/tmp}/tests.log" | head -20
+echo "35b-a3b 8k: $(timeout 100 "$b/qwenrt" bench --device cuda --synthetic 35b-a3b --prompt-tokens 8192 --gen-tokens 2 2>&1 | grep -E '^prefill' | tr '\n' ' ')"
+# The first MoE layer's four launches of the 8k window (ncu serialises launches; durations are the kernels' own).
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+timeout 150 "$ncu" --clock-control none -k 'regex:moe_(group|grouped|gather)' --launch-count 8 --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+  "$b/qwenrt" bench --device cuda --synthetic 35b-a3b --prompt-tokens 8192 --gen-tokens 1 > "${OUT:-/tmp}/ncu.log" 2>&1
+echo "ncu: exit $?"
+grep -E "moe_|gpu__time_duration|sm__throughput|dram__throughput|Grid Size|==ERR|==WARN" "${OUT:-/tmp}/ncu.log" | sed 's/  */ /g' | head -60

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <sstream>
 
 #include "backend/cuda/attention/attention_decode.h"
@@ -169,6 +170,15 @@ void CudaForward::wait_argmax(int entry, std::vector<int32_t>& tokens) {
   check_step_health(health, config_, io.layout);
 }
 
+int64_t CudaForward::window_decode_rows(const RowLayout& lay) const {
+  // Deterministic steps keep every window row on the window kernels: a one-row span's bits would
+  // otherwise depend on whether a longer span comes before it in the step.
+  if (lay.phase != Phase::Window || deterministic_) return 0;
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(lay.spans.size()) && lay.spans[static_cast<std::size_t>(n)].rows == 1) ++n;
+  return n;
+}
+
 GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax,
                                        bool mtp) {
   QWENRT_CUDA_CHECK(cudaSetDevice(device_));
@@ -201,9 +211,10 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
   // A bounded pool (the server's, sized at start-up) is allocated whole on first use.
   cs.reserve_blocks(cache.max_blocks() > 0 ? cache.max_blocks() : cache.block_count(), stream_);
   window_.reset();
-  if (lay.phase == Phase::Window && cs.slot_floats > 0) {
+  const int64_t decode_rows = window_decode_rows(lay);
+  if (lay.phase == Phase::Window && cs.slot_floats > 0 && decode_rows < lay.total_rows) {
     std::vector<cuda::DeltaNetSpan> spans;
-    for (const auto& sp : lay.spans)
+    for (const auto& sp : std::span(lay.spans).subspan(static_cast<std::size_t>(decode_rows)))
       spans.push_back({static_cast<int32_t>(sp.first_row), static_cast<int32_t>(sp.rows), static_cast<int32_t>(sp.start_position),
                        static_cast<int32_t>(sp.slot)});
     const int nk = static_cast<int>(config_.linear_num_key_heads), nv = static_cast<int>(config_.linear_num_value_heads);
@@ -212,7 +223,8 @@ GraphOutputs CudaForward::enqueue_step(const Step& step, const RowLayout& lay, M
         std::make_unique<cuda::DeltaNetWindow>(cuda::plan_deltanet_window(spans, nk, nv, scratch_->deltanet_window.get<std::byte>(ws), ws, stream_));
   }
 
-  const CudaStepContext ctx{config_, graph.weights(), step, lay, rows, shape, cs, window_.get(), *scratch_, cublas_, profiler_, stream_, deterministic_};
+  const CudaStepContext ctx{config_, graph.weights(), step, lay, rows, shape, cs, window_.get(), *scratch_, cublas_, profiler_, stream_, deterministic_,
+                              decode_rows};
   // The whole step, from the copy of its metadata to the picks: what a captured graph holds.
   auto enqueue = [&]() -> GraphOutputs {
     cuda::copy_in_kernel(rows.meta_src, rows.meta_dst, rows.meta_bytes, stream_);

@@ -42,6 +42,9 @@ class CudaForward final : public DeviceForward {
   // `mtp`: the step runs the MTP block (eagerly) rather than the model.
   GraphOutputs enqueue_step(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepIo& io, bool argmax,
                             bool mtp = false);
+  // Windows: how many leading rows are one-row spans, run through the decode kernels
+  // (CudaStepContext::window_decode_rows); 0 for other phases and deterministic steps.
+  int64_t window_decode_rows(const RowLayout& layout) const;
   // Runs a logits step and brings its logits and hidden rows home into `out`.
   void logits_step(const Step& step, const RowLayout& layout, ModelCache& cache, const Qwen35Graph& graph, StepOutput& out, bool mtp);
 

@@ -359,10 +359,21 @@ Act CudaOps::gated_deltanet(const DeltaNetWeights& w, int gdn_layer, const Act& 
       }
     }
   } else {
-    // Windows: the chunked form over all spans at once (laid out once per step by the executor).
-    const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet chunked", c_.stream);
-    if (!c_.window) fail("internal: a DeltaNet window without its plan");
-    cuda::deltanet_prefill(args, *c_.window, c_.stream);
+    // Windows: the leading one-row spans (decode rows riding along) as a decode step, then the
+    // chunked form over the other spans at once (laid out once per step by the executor).
+    const int64_t D = c_.window_decode_rows;
+    if (D > 0) {
+      const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet step", c_.stream);
+      args.slots = c_.rows.row_slot;
+      args.positions = c_.rows.pos64;
+      args.B = static_cast<int>(D);
+      cuda::deltanet_decode(args, c_.stream);
+    }
+    if (D < T) {
+      const cuda::StreamProfiler::Scope scope(c_.profiler, "deltanet chunked", c_.stream);
+      if (!c_.window) fail("internal: a DeltaNet window without its plan");
+      cuda::deltanet_prefill(args, *c_.window, c_.stream);
+    }
   }
   return {o, ActType::BF16, T, vd, vd};
 }
@@ -385,17 +396,28 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   const cuda::AttentionRows rows{c_.rows.pos32, c_.rows.row_seq, T};
   const cuda::QkNormRope norm{device_f32(w.q_norm), device_f32(w.k_norm), static_cast<float>(c.rms_norm_eps), static_cast<int>(c.rotary_dim),
                               c.rope_theta};
-  const bool decode = c_.layout.phase != Phase::Window;  // committed rows: each query a decode row (its own table row)
-  const cuda::StreamProfiler::Scope scope(c_.profiler, decode ? "attention decode" : "attention prefill", c_.stream);
-  cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
-  if (decode) {
-    const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(T, static_cast<int>(Nq), c_.shape.max_len);
+  // Decode rows: every row of a decode or committed step (committed rows: each query a decode row
+  // with its own table row), and a window's leading one-row spans (table row = span = row).
+  const int64_t decode_rows = c_.layout.phase != Phase::Window ? T : c_.window_decode_rows;
+  {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, decode_rows == T ? "attention decode" : "attention prefill", c_.stream);
+    cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
+  }
+  if (decode_rows > 0) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "attention decode", c_.stream);
+    const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(decode_rows, static_cast<int>(Nq), c_.shape.max_len);
     void* ws = c_.scratch.attention_splits.get<std::byte>(ws_bytes);
-    cuda::attention_decode(q, qg.as<float>(), rows.positions, T, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream,
+    cuda::attention_decode(q, qg.as<float>(), rows.positions, decode_rows, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream,
                            c_.layout.phase == Phase::Committed);
-  } else {
-    const cuda::PrefillWindows windows{c_.rows.span_first, rows.positions, static_cast<int>(c_.layout.spans.size()), T};
-    cuda::attention_prefill(q, qg.as<float>(), windows, static_cast<int>(Nq), kv, out, c_.stream);
+  }
+  if (decode_rows < T) {
+    // The window's other spans: sequence s of the launch is span decode_rows + s (its table row).
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "attention prefill", c_.stream);
+    cuda::PagedKv rest = kv;
+    rest.block_tables += decode_rows * kv.max_blocks_per_seq;
+    const cuda::PrefillWindows windows{c_.rows.span_first + decode_rows, rows.positions,
+                                       static_cast<int>(static_cast<int64_t>(c_.layout.spans.size()) - decode_rows), T - decode_rows};
+    cuda::attention_prefill(q, qg.as<float>(), windows, static_cast<int>(Nq), rest, out, c_.stream);
   }
   return {out, ActType::BF16, T, Nq * Dh, Nq * Dh};
 }

@@ -39,6 +39,10 @@ struct CudaStepContext {
   cuda::StreamProfiler& profiler;
   cudaStream_t stream;
   bool deterministic = false;  // Qwen35Model::set_deterministic
+  // Windows: the leading rows whose spans are one row each (the decode rows a mixed step carries
+  // ahead of its prompt chunks): DeltaNet and attention run them through the decode kernels, the
+  // window kernels take the spans after them (window_decode_rows of layout.spans).
+  int64_t window_decode_rows = 0;
 };
 
 class CudaOps final : public Ops {

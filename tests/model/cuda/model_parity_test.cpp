@@ -103,6 +103,50 @@ TEST_P(CudaParity, BatchedDecodeMatchesAlone) {
   EXPECT_LE(diff, bf16_bound_) << GetParam();
 }
 
+// A window whose leading spans are one row each (the decode rows a mixed step carries ahead of
+// its prompt chunks) runs them through the decode kernels, and its other spans (a prompt chunk, then
+// a one-token prompt behind it) through the window kernels: every sequence's logits as in separate
+// decode and window steps, within the bf16 bound.
+TEST_P(CudaParity, MixedWindowMatchesSeparateSteps) {
+  const int64_t V = model_->config().vocab_size;
+  const std::size_t P = ref_.prompt.size();
+  constexpr std::size_t kChunk = 6;
+  auto token = [&](std::size_t i, int s) { return static_cast<int32_t>((i * 7 + static_cast<std::size_t>(s) * 13) % static_cast<std::size_t>(V)); };
+  auto run = [&](bool mixed) {
+    ModelCache cache = model_->new_cache(4);
+    const int a = cache.acquire(), b = cache.acquire(), c = cache.acquire(), d = cache.acquire();
+    model_->forward({Phase::Window, {{a, ref_.prompt}}, false}, cache, pool_);
+    model_->forward({Phase::Window, {{b, {ref_.prompt.begin(), ref_.prompt.begin() + std::min<std::size_t>(P, 5)}}}, false}, cache, pool_);
+    std::vector<std::vector<float>> per_seq(4);  // a, b, c, d: each round's last-row logits
+    auto keep = [&](const std::vector<float>& logits, std::initializer_list<int> order) {
+      auto row = logits.begin();
+      for (int s : order) {
+        auto& mine = per_seq[static_cast<std::size_t>(s)];
+        mine.insert(mine.end(), row, row + V);
+        row += V;
+      }
+    };
+    for (std::size_t i = 0; i < 4; ++i) {
+      const StepSequence sa{a, {ref_.greedy[i]}}, sb{b, {token(i, b)}}, sc{c, {token(i, c)}};
+      StepSequence sd{d, {}};
+      for (std::size_t j = 0; j < kChunk; ++j) sd.tokens.push_back(ref_.prompt[(i * kChunk + j) % P]);
+      if (mixed) {
+        keep(model_->forward({Phase::Window, {sa, sb, sd, sc}, false}, cache, pool_), {0, 1, 3, 2});
+      } else {
+        keep(model_->forward({Phase::Decode, {sa, sb, sc}, false}, cache, pool_), {0, 1, 2});
+        keep(model_->forward({Phase::Window, {sd}, false}, cache, pool_), {3});
+      }
+    }
+    return per_seq;
+  };
+  const auto mixed = run(true), separate = run(false);
+  for (std::size_t s = 0; s < 4; ++s) {
+    const double diff = test::relative_l2(mixed[s], std::vector<double>(separate[s].begin(), separate[s].end()));
+    std::printf("[ parity   ] %s mixed window vs separate steps, sequence %c: rel_l2 %.3e\n", GetParam().c_str(), static_cast<char>('a' + s), diff);
+    EXPECT_LE(diff, bf16_bound_) << GetParam() << " sequence " << static_cast<char>('a' + s);
+  }
+}
+
 // Decode steps replayed from captured CUDA graphs give the eager steps' logits bit for bit.
 TEST_P(CudaParity, GraphReplayMatchesEagerBitwise) {
   cuda::RuntimeOptions eager_options = cuda::runtime_options();
