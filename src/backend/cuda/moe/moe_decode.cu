@@ -1,10 +1,11 @@
 // moe_decode: the experts of a few decode rows, streaming only the selected experts' weights.
 //
 // gate/up: one warp per (row, slot, two FFN columns): the dot products of the row with the expert's
-// gate and up rows, lane-strided 16-byte pieces along H, reduced across the warp by a butterfly
-// (one fixed order), then act = bf16(silu(g) · u) as the dense FFN rounds it.
-// down: one warp per (row, two output columns): for each slot the dot product of its act row with
-// the expert's down row, all slots' loads in flight together, then the sum over slots in slot order
+// gate and up rows, lane-strided 16-byte pieces along H (four pieces' loads in flight at once),
+// reduced across the warp by a butterfly (one fixed order), then act = bf16(silu(g) · u) as the
+// dense FFN rounds it.
+// down: one warp per (row, output column): for each slot the dot product of its act row with the
+// expert's down row, all slots' loads in flight together, then the sum over slots in slot order
 // weighted by the routing weights. Nothing depends on the other rows: batch-invariant bit for bit.
 #include <algorithm>
 
@@ -22,7 +23,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kWarps = 4;
-constexpr int kColsPerWarp = 2;
+constexpr int kColsPerWarp = 2;  // gate/up
+// The down launch's shared memory (a row's act rows): 17 slots of I = 3,072 fit (Qwen 3.5 MoE: I <= 1,024).
+constexpr std::size_t kMoeDecodeDownMaxSmem = 112 * 1024;
 
 // Σ of the 8 products of two 16-byte bf16 pieces, in order, added to acc.
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
@@ -58,15 +61,31 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
   const bf16* up = gate + I * H;
   float g[kColsPerWarp] = {}, u[kColsPerWarp] = {};
   const int64_t pieces = H / 8;
-#pragma unroll 4
-  for (int64_t c = lane; c < pieces; c += 32) {
-    const uint4 xv = load_shared16(xr + 8 * c);
+  // kBatch pieces a lane: all their weight loads issued before the first product (H100, 35B-A3B
+  // batch 1: 19-21 us for 38 MB with the loads of each piece waited for in turn).
+  constexpr int kBatch = 4;
+  const int cols = static_cast<int>(std::min<int64_t>(kColsPerWarp, I - col0));
+  for (int64_t c0 = lane; c0 < pieces; c0 += 32 * kBatch) {
+    uint4 gw[kBatch][kColsPerWarp], uw[kBatch][kColsPerWarp], xv[kBatch];
 #pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j) {
-      if (col0 + j >= I) break;
-      g[j] = dot8(xv, load_stream16(gate + (col0 + j) * H + 8 * c), g[j]);
-      u[j] = dot8(xv, load_stream16(up + (col0 + j) * H + 8 * c), u[j]);
-    }
+    for (int b = 0; b < kBatch; ++b)
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j)
+        if (c0 + 32 * b < pieces && j < cols) {
+          gw[b][j] = load_stream16(gate + (col0 + j) * H + 8 * (c0 + 32 * b));
+          uw[b][j] = load_stream16(up + (col0 + j) * H + 8 * (c0 + 32 * b));
+        }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (c0 + 32 * b < pieces) xv[b] = load_shared16(xr + 8 * (c0 + 32 * b));
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+#pragma unroll
+      for (int j = 0; j < kColsPerWarp; ++j)
+        if (c0 + 32 * b < pieces && j < cols) {
+          g[j] = dot8(xv[b], gw[b][j], g[j]);
+          u[j] = dot8(xv[b], uw[b][j], u[j]);
+        }
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j) {
@@ -75,44 +94,70 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
   }
 }
 
-// grid (ceil(H / (kWarps·kColsPerWarp)), rows)
+// grid (ceil(H / kWarps), rows), dynamic shared memory moe_decode_down_smem_bytes: a warp per
+// output column, kSlots >= the row's slots. Each lane issues its loads of every slot's down row at
+// once, the first ones before the block copies the row's act rows into shared memory (all of a
+// thread's copies in flight together), so a warp waits for memory about once per 32 pieces of K
+// (H100, 35B-A3B batch 1: 23.7 us for 19 MB with two columns a warp and the slots' loads one after
+// another; 18.9 us with the act rows copied one round trip after another).
+template <int kSlots>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_decode_down_kernel(const bf16* act, MoeExperts ex, const int32_t* ids, const float* weights, float* y, int64_t ldy, bool accumulate) {
+  extern __shared__ uint4 act_rows[];  // [slots][I / 8] pieces of the row's act rows
   chained_kernel_start();
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.y, H = ex.hidden, I = ex.inter;
   const int slots = ex.slots;
-  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
-  if (col0 >= H) return;
-  float part[kColsPerWarp][kMoeMaxSlots] = {};
   const int64_t pieces = I / 8;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t wcol = col < H ? col : 0;  // a column past H reads column 0 and stores nothing
+  int32_t expert[kSlots];
 #pragma unroll
-  for (int s = 0; s < kMoeMaxSlots; ++s) {
-    if (s >= slots) break;
-    const int64_t e = ids[row * slots + s];
-    const bf16* a = act + (row * slots + s) * I;
-    const bf16* d = ex.down + e * H * I;
-    for (int64_t c = lane; c < pieces; c += 32) {
-      const uint4 av = load_shared16(a + 8 * c);
+  for (int s = 0; s < kSlots; ++s) expert[s] = s < slots ? ids[row * slots + s] : 0;
+  uint4 w[kSlots];
+  auto load_weights = [&](int64_t c) {
 #pragma unroll
-      for (int j = 0; j < kColsPerWarp; ++j)
-        if (col0 + j < H) part[j][s] = dot8(av, load_stream16(d + (col0 + j) * I + 8 * c), part[j][s]);
-    }
+    for (int s = 0; s < kSlots; ++s)
+      if (s < slots && c < pieces) w[s] = load_stream16(ex.down + (static_cast<int64_t>(expert[s]) * H + wcol) * I + 8 * c);
+  };
+  load_weights(lane);  // in flight while the act rows are copied
+  constexpr int kCopies = 8;
+  const uint4* a = reinterpret_cast<const uint4*>(act + row * slots * I);
+  const int64_t act_pieces = slots * pieces;
+  for (int64_t i0 = 0; i0 < act_pieces; i0 += kCopies * kWarps * 32) {
+    uint4 v[kCopies];
+#pragma unroll
+    for (int j = 0; j < kCopies; ++j)
+      if (i0 + j * kWarps * 32 + threadIdx.x < act_pieces) v[j] = load_shared16(a + i0 + j * kWarps * 32 + threadIdx.x);
+#pragma unroll
+    for (int j = 0; j < kCopies; ++j)
+      if (i0 + j * kWarps * 32 + threadIdx.x < act_pieces) act_rows[i0 + j * kWarps * 32 + threadIdx.x] = v[j];
   }
+  __syncthreads();
+  float part[kSlots] = {};
+  for (int64_t c = lane; c < pieces; c += 32) {
+    if (c > lane) load_weights(c);
 #pragma unroll
-  for (int j = 0; j < kColsPerWarp; ++j) {
-    float sum = 0;
+    for (int s = 0; s < kSlots; ++s)
+      if (s < slots) part[s] = dot8(act_rows[s * pieces + c], w[s], part[s]);
+  }
+  // The sum over slots in slot order, weighted by the routing weights.
+  float sum = 0;
 #pragma unroll
-    for (int s = 0; s < kMoeMaxSlots; ++s) {
-      if (s >= slots) break;
-      sum = fmaf(weights[row * slots + s], warp_sum(part[j][s]), sum);
-    }
-    if (lane == 0 && col0 + j < H) {
-      float* out = y + row * ldy + col0 + j;
-      *out = accumulate ? *out + sum : sum;
-    }
+  for (int s = 0; s < kSlots; ++s) {
+    if (s >= slots) break;
+    sum = fmaf(weights[row * slots + s], warp_sum(part[s]), sum);
+  }
+  if (lane == 0 && col < H) {
+    float* out = y + row * ldy + col;
+    *out = accumulate ? *out + sum : sum;
   }
 }
+
+// Slots of the narrower down kernel (top-8 to top-11 with a shared expert; fewer registers).
+constexpr int kDownFewSlots = 12;
+
+std::size_t moe_decode_down_smem_bytes(const MoeExperts& ex) { return static_cast<std::size_t>(ex.slots * ex.inter) * sizeof(bf16); }
 
 }  // namespace
 
@@ -129,9 +174,19 @@ void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
   launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
   QWENRT_CUDA_CHECK_LAUNCH();
-  const dim3 down_grid(static_cast<unsigned>((ex.hidden + per_block - 1) / per_block), static_cast<unsigned>(rows));
-  launch_chained(moe_decode_down_kernel, down_grid, dim3(kWarps * 32), 0, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy,
-                 accumulate);
+  const std::size_t down_smem = moe_decode_down_smem_bytes(ex);
+  if (down_smem > kMoeDecodeDownMaxSmem) fail("moe_decode: ", ex.slots, " slots of ", ex.inter, " FFN columns need more shared memory than ", kMoeDecodeDownMaxSmem, " bytes");
+  const auto down = ex.slots <= kDownFewSlots ? moe_decode_down_kernel<kDownFewSlots> : moe_decode_down_kernel<kMoeMaxSlots>;
+  if (down_smem > 48 * 1024) {
+    static const bool opted_in = [] {
+      for (const auto kernel : {moe_decode_down_kernel<kDownFewSlots>, moe_decode_down_kernel<kMoeMaxSlots>})
+        QWENRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMoeDecodeDownMaxSmem)));
+      return true;
+    }();
+    (void)opted_in;
+  }
+  const dim3 down_grid(static_cast<unsigned>((ex.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(rows));
+  launch_chained(down, down_grid, dim3(kWarps * 32), down_smem, stream, static_cast<const bf16*>(act), ex, ids, weights, y, ldy, accumulate);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
