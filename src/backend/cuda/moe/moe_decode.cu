@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
 template <int kSlots>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_decode_down_kernel(const bf16* act, MoeExperts ex, const int32_t* ids, const float* weights, float* y, int64_t ldy, bool accumulate) {
-  extern __shared__ uint4 act_rows[];  // [slots][I / 8] pieces of the row's act rows
+  extern __shared__ float4 smem_raw[];
+  uint4* act_rows = reinterpret_cast<uint4*>(smem_raw);  // [slots][I / 8] pieces of the row's act rows
   chained_kernel_start();
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.y, H = ex.hidden, I = ex.inter;

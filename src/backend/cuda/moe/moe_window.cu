@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_grouped_wgmma.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
@@ -348,6 +349,7 @@ void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   // with 128 x 128: bench/results/2026-12-06-0630-h100-moe-tiles.md).
   if (l.BM == 32) grouped_gemms<32, 128>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   else if (l.BM == 64) grouped_gemms<64, 128>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
+  else if (moe_wgmma_enabled()) moe_grouped_gemms_wgmma(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   else grouped_gemms<128, 256, 64>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   constexpr int kGatherThreads = 256;
   const dim3 gather_grid(static_cast<unsigned>((ex.hidden / 4 + kGatherThreads - 1) / kGatherThreads),

@@ -89,6 +89,27 @@ __device__ __forceinline__ void wgmma_64x256_rs_nmajor(float (&d)[128], const ui
 #endif
 }
 
+// d (+)= A·B, m64n256k16: A [64 x 16] K-major and B [16 x 256] K-major, both in shared memory.
+// Accumulators as wgmma_64x64_ss's, 32 n8 tiles side by side.
+__device__ __forceinline__ void wgmma_64x256_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#ifdef QWENRT_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%"
+      "37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%"
+      "72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%"
+      "106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, "
+      "p, 1, 1, 0, 0;\n}"
+      : QWENRT_WGMMA_D8(0), QWENRT_WGMMA_D8(8), QWENRT_WGMMA_D8(16), QWENRT_WGMMA_D8(24), QWENRT_WGMMA_D8(32), QWENRT_WGMMA_D8(40),
+        QWENRT_WGMMA_D8(48), QWENRT_WGMMA_D8(56), QWENRT_WGMMA_D8(64), QWENRT_WGMMA_D8(72), QWENRT_WGMMA_D8(80), QWENRT_WGMMA_D8(88),
+        QWENRT_WGMMA_D8(96), QWENRT_WGMMA_D8(104), QWENRT_WGMMA_D8(112), QWENRT_WGMMA_D8(120)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+
 // d (+)= A·B, m64n64k16: A [64 x 16] K-major and B [16 x 64] N-major (imm-trans-b), both in shared
 // memory. Accumulators as wgmma_64x64_ss's.
 __device__ __forceinline__ void wgmma_64x64_ss_nmajor(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {

@@ -29,7 +29,7 @@ std::vector<std::pair<std::string, std::string>> RuntimeOptions::describe() cons
   auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
   return {{"graphs", flag(graphs)},           {"pdl", flag(pdl)},
           {"prefetch_l2", flag(prefetch_l2)}, {"profile", flag(profile)},
-          {"launch_trace", launch_trace},     {"state_wgmma", flag(state_wgmma)}};
+          {"launch_trace", launch_trace},     {"state_wgmma", flag(state_wgmma)}, {"moe_wgmma", flag(moe_wgmma)}};
 }
 
 RuntimeOptions parse_runtime_options(const std::function<const char*(const char*)>& lookup) {
@@ -40,6 +40,7 @@ RuntimeOptions parse_runtime_options(const std::function<const char*(const char*
   o.profile = parse_flag(lookup, "QWENRT_CUDA_PROFILE", o.profile);
   if (const char* v = lookup("QWENRT_CUDA_LAUNCH_TRACE")) o.launch_trace = v;
   o.state_wgmma = parse_flag(lookup, "QWENRT_CUDA_STATE_WGMMA", o.state_wgmma);
+  o.moe_wgmma = parse_flag(lookup, "QWENRT_CUDA_MOE_WGMMA", o.moe_wgmma);
   return o;
 }
 

@@ -31,8 +31,11 @@ struct RuntimeOptions {
   // mma.sync kernel, as other GPUs and smaller head counts do. H200, 2026-12-05: 27B window at 8k
   // rows 1.10 -> 1.05 ms, at 32k 4.19 -> 3.99 ms; 9B 8k 0.80 -> 0.77 ms.
   bool state_wgmma = true;
+  // QWENRT_CUDA_MOE_WGMMA=0|1 (default 1): the MoE grouped GEMMs of prompt windows (128-row tiles)
+  // on warpgroup products (sm_90a); 0 runs the mma.sync kernel, as other GPUs do.
+  bool moe_wgmma = true;
 
-  // (name, value) pairs in the order above: graphs=1 pdl=1 prefetch_l2=1 profile=0 launch_trace= state_wgmma=1.
+  // (name, value) pairs in the order above: graphs=1 pdl=1 prefetch_l2=1 profile=0 launch_trace= state_wgmma=1 moe_wgmma=1.
   std::vector<std::pair<std::string, std::string>> describe() const;
 };
 

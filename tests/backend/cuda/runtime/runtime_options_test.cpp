@@ -32,7 +32,8 @@ TEST(CudaRuntimeOptions, DefaultsWhenUnsetOrEmpty) {
   EXPECT_FALSE(o.profile);
   EXPECT_EQ(o.launch_trace, "");
   EXPECT_TRUE(o.state_wgmma);
-  EXPECT_EQ(described(o), "graphs=1 pdl=1 prefetch_l2=1 profile=0 launch_trace= state_wgmma=1");
+  EXPECT_TRUE(o.moe_wgmma);
+  EXPECT_EQ(described(o), "graphs=1 pdl=1 prefetch_l2=1 profile=0 launch_trace= state_wgmma=1 moe_wgmma=1");
   EXPECT_EQ(described(parse({{"QWENRT_CUDA_GRAPHS", ""}, {"QWENRT_CUDA_PROFILE", ""}, {"QWENRT_CUDA_LAUNCH_TRACE", ""}})), described(o));
 }
 
@@ -42,13 +43,15 @@ TEST(CudaRuntimeOptions, ReadsEverySwitch) {
                                         {"QWENRT_CUDA_PREFETCH_L2", "0"},
                                         {"QWENRT_CUDA_PROFILE", "1"},
                                         {"QWENRT_CUDA_LAUNCH_TRACE", "t.csv"},
-                                        {"QWENRT_CUDA_STATE_WGMMA", "0"}});
-  EXPECT_EQ(described(o), "graphs=0 pdl=0 prefetch_l2=0 profile=1 launch_trace=t.csv state_wgmma=0");
+                                        {"QWENRT_CUDA_STATE_WGMMA", "0"},
+                                        {"QWENRT_CUDA_MOE_WGMMA", "0"}});
+  EXPECT_EQ(described(o), "graphs=0 pdl=0 prefetch_l2=0 profile=1 launch_trace=t.csv state_wgmma=0 moe_wgmma=0");
   EXPECT_EQ(described(parse({{"QWENRT_CUDA_GRAPHS", "1"}, {"QWENRT_CUDA_PROFILE", "0"}})), described(parse({})));
 }
 
 TEST(CudaRuntimeOptions, InvalidValueIsAnErrorNamingTheVariable) {
-  for (const char* name : {"QWENRT_CUDA_GRAPHS", "QWENRT_CUDA_PDL", "QWENRT_CUDA_PREFETCH_L2", "QWENRT_CUDA_PROFILE", "QWENRT_CUDA_STATE_WGMMA"}) {
+  for (const char* name : {"QWENRT_CUDA_GRAPHS", "QWENRT_CUDA_PDL", "QWENRT_CUDA_PREFETCH_L2", "QWENRT_CUDA_PROFILE", "QWENRT_CUDA_STATE_WGMMA",
+                           "QWENRT_CUDA_MOE_WGMMA"}) {
     try {
       parse({{name, "maybe"}});
       ADD_FAILURE() << name << "=maybe was accepted";

@@ -121,6 +121,9 @@ inline void wgmma_hold(float (&)[N]) {}
 inline void wgmma_64x64_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   wgmma_emu::issue({d, 64, false, {}, desc_a, desc_b, false, accumulate != 0});
 }
+inline void wgmma_64x256_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  wgmma_emu::issue({d, 256, false, {}, desc_a, desc_b, false, accumulate != 0});
+}
 inline void wgmma_64x64_ss_nmajor(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   wgmma_emu::issue({d, 64, false, {}, desc_a, desc_b, true, accumulate != 0});
 }
