@@ -34,7 +34,7 @@ GenerationStats generate_speculative(const Qwen35Model& model, ModelCache& cache
   std::vector<int32_t> output;
   // Each emitted token, in order, exactly as plain decoding would pick it from the same logits.
   auto pick = [&](std::span<const float> logits) -> RowPick {
-    const SampledToken tok = argmax_only ? SampledToken{argmax_row(logits.data(), V), std::numeric_limits<float>::quiet_NaN(), {}}
+    const SampledToken tok = argmax_only ? SampledToken::picked(argmax_row(logits.data(), V))
                                          : sampler.sample(logits, prompt, output);
     output.push_back(tok.id);
     ++st.generated_tokens;
@@ -108,7 +108,7 @@ GenerationStats generate_sampled(const Qwen35Model& model, ModelCache& cache, in
         next.sequences[0].from_previous = 0;
         queue.submit(next);
       }
-      const SampledToken tok = argmax_only ? SampledToken{picked[0], std::numeric_limits<float>::quiet_NaN(), {}}
+      const SampledToken tok = argmax_only ? SampledToken::picked(picked[0])
                                            : sampler.sample({logits.data(), static_cast<std::size_t>(V)}, prompt, output);
       output.push_back(tok.id);
       ++st.generated_tokens;

@@ -4,6 +4,7 @@
 // temperature, top-k, top-p and min-p, then a draw from a seeded generator. Temperature 0 is
 // argmax. Reported logprobs are those of the model's raw distribution.
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <utility>
@@ -31,6 +32,9 @@ struct SampledToken {
   int32_t id;
   float logprob;                               // log p(id) under the raw logits, when asked for (else NaN)
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs best (id, logprob), best first
+
+  // A greedy pick known by its id alone (an argmax step's: no logits came home).
+  static SampledToken picked(int32_t id) { return {id, std::numeric_limits<float>::quiet_NaN(), {}}; }
 };
 
 class Sampler {

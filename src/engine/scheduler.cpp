@@ -382,7 +382,7 @@ void Scheduler::decode(Running& running) {
     // Every row wants only its argmax: the model picks it where it runs (on a GPU the [rows, V]
     // logits never come home). The same token the sampler would take (first maximum).
     if (!run_step(step, seqs, /*argmax=*/true)) return;
-    for (std::size_t i = 0; i < seqs.size(); ++i) on_token(*seqs[i], SampledToken{picks_[i], std::numeric_limits<float>::quiet_NaN(), {}});
+    for (std::size_t i = 0; i < seqs.size(); ++i) on_token(*seqs[i], SampledToken::picked(picks_[i]));
     return;
   }
   if (!run_step(step, seqs)) return;
@@ -520,7 +520,7 @@ void Scheduler::mixed(Running& running) {
     ++totals_.mixed_steps;
   }
   for (std::size_t i = 0; i < decoding; ++i) {
-    if (argmax) on_token(*seqs[i], SampledToken{picks_[i], std::numeric_limits<float>::quiet_NaN(), {}});
+    if (argmax) on_token(*seqs[i], SampledToken::picked(picks_[i]));
     else sample(*seqs[i], i);
   }
   window_results(running, step, seqs, decoding, argmax);
@@ -567,7 +567,7 @@ void Scheduler::window_results(Running& running, const Step& step, const std::ve
     }
     if (s.prefilled < n) continue;
     for (Sequence* c : fork_choices(s, running)) {
-      if (argmax) on_token(*c, SampledToken{picks_[last_row], std::numeric_limits<float>::quiet_NaN(), {}});
+      if (argmax) on_token(*c, SampledToken::picked(picks_[last_row]));
       else sample(*c, last_row);
       if (c->drafter && !c->done) c->drafter->add_tokens(std::span<const int32_t>(&c->output.back(), 1));
     }
