@@ -6,6 +6,7 @@
 // stages; each stage's products are waited for before its buffer is refilled.
 #include "backend/cuda/moe/moe_grouped_wgmma.h"
 
+#include "backend/cuda/moe/grouped_tile.cuh"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/ptx/wgmma.cuh"
@@ -34,15 +35,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     moe_grouped_wgmma_kernel(const bf16* a, int64_t lda, const int32_t* sorted, const int32_t* tile_expert, MoeExperts ex, void* out) {
   extern __shared__ float4 smem_raw[];
   chained_kernel_start();
-  const int64_t tile = blockIdx.x;
-  const int e = tile_expert[tile];
-  if (e < 0) return;
-  const int64_t H = ex.hidden, I = ex.inter;
-  const int64_t K = kGateUp ? H : I;
-  const int64_t N = kGateUp ? I : H;                                              // output columns
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (kGateUp ? BN / 2 : BN);  // first output column
-  const bf16* w = kGateUp ? ex.gate_up + static_cast<int64_t>(e) * 2 * I * H : ex.down + static_cast<int64_t>(e) * H * I;
-  const int64_t p0 = tile * BM;
+  const grouped_tile::Place place = grouped_tile::place_of<BM, BN, kGateUp>(tile_expert, ex);
+  if (place.e < 0) return;
+  const auto [e, H, I, K, N, n0, p0, w] = place;
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
   auto a_stage = [&](int s) { return base + static_cast<uint32_t>(s * kStageBytes); };
   auto b_stage = [&](int s) { return base + static_cast<uint32_t>(s * kStageBytes + kABytes); };
@@ -71,10 +66,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kBPieces; ++i) {
     const int row = tid / 8 + 32 * i;
-    const int64_t col = n0 + (kGateUp ? row % (BN / 2) : row);
-    const int64_t wrow = kGateUp ? (row < BN / 2 ? 0 : I) + col : col;
-    b_ok[i] = col < N;
-    b_src[i] = w + (b_ok[i] ? wrow : 0) * K;
+    b_ok[i] = grouped_tile::output_column<BN, kGateUp>(place, row) < N;
+    b_src[i] = w + (b_ok[i] ? grouped_tile::weight_row<BN, kGateUp>(place, row) : 0) * K;
     b_off[i] = wgmma_tile_offset(BN, row, chunk);
   }
   const int64_t k_tiles = (K + BK - 1) / BK;

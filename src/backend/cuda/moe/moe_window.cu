@@ -12,6 +12,7 @@
 // 4. gather: y[row] (+)= Σ_slot w[row, slot] · out[place(row, slot)], slots in order.
 #include <algorithm>
 
+#include "backend/cuda/moe/grouped_tile.cuh"
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_grouped_wgmma.h"
 #include "backend/cuda/ptx/gate_math.cuh"
@@ -124,15 +125,9 @@ template <int BM, int BN, int WM, bool kGateUp>
 __global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
     moe_grouped_gemm_kernel(const bf16* a, int64_t lda, const int32_t* sorted, const int32_t* tile_expert, MoeExperts ex, void* out) {
   chained_kernel_start();
-  const int64_t tile = blockIdx.x;
-  const int e = tile_expert[tile];
-  if (e < 0) return;
-  const int64_t H = ex.hidden, I = ex.inter;
-  const int64_t K = kGateUp ? H : I;
-  const int64_t N = kGateUp ? I : H;                                              // output columns
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (kGateUp ? BN / 2 : BN);  // first output column
-  const bf16* w = kGateUp ? ex.gate_up + static_cast<int64_t>(e) * 2 * I * H : ex.down + static_cast<int64_t>(e) * H * I;
-  const int64_t p0 = tile * BM;
+  const grouped_tile::Place place = grouped_tile::place_of<BM, BN, kGateUp>(tile_expert, ex);
+  if (place.e < 0) return;
+  const auto [e, H, I, K, N, n0, p0, w] = place;
 
   extern __shared__ float4 smem_raw[];
   using T = Tile<BM, BN, WM>;
@@ -170,16 +165,8 @@ __global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
   for (int i = 0; i < kBPieces; ++i) {
     const int idx = tid + i * kThreads;  // BN rows x 4 pieces
     b_row[i] = idx / 4, b_piece[i] = idx % 4;
-    int64_t col, wrow;
-    if (kGateUp) {
-      col = n0 + b_row[i] % (BN / 2);
-      wrow = (b_row[i] < BN / 2 ? 0 : I) + col;
-    } else {
-      col = n0 + b_row[i];
-      wrow = col;
-    }
-    b_ok[i] = col < N;
-    b_src[i] = w + (b_ok[i] ? wrow : 0) * K;
+    b_ok[i] = grouped_tile::output_column<BN, kGateUp>(place, b_row[i]) < N;
+    b_src[i] = w + (b_ok[i] ? grouped_tile::weight_row<BN, kGateUp>(place, b_row[i]) : 0) * K;
   }
   const int64_t k_tiles = (K + BK - 1) / BK;
   auto load_stage = [&](int stage, int64_t kt) {
