@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for a while (default 60 s; CI uses 30):
+# Builds the libFuzzer targets with clang and runs each for a while (default 60 s; CI uses 30), one per core:
 #   scripts/fuzz.sh [seconds] [target...]
 # The targets are every fuzz/*_fuzz.cpp (CMake builds the same glob); each gets a seed corpus from
 # the committed fixtures (and the real tokenizer files of ../shared/tokenizers when present).
@@ -140,8 +140,38 @@ PY
   esac
 }
 
+# `nproc` targets at a time, each on its own core for its whole time (CI's 2 cores: half the wall
+# time of one after another); a target that fails fails the run, its log printed.
+failed=()
+run_batch() {
+  local pids=() t i=0
+  for t in "$@"; do
+    "./build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 "build/fuzz/corpus/$t" >"build/fuzz/$t.log" 2>&1 &
+    pids+=($!)
+  done
+  for t in "$@"; do
+    if wait "${pids[$i]}"; then
+      echo "== $t: $(tail -1 "build/fuzz/$t.log")"
+    else
+      echo "== $t FAILED:"
+      tail -60 "build/fuzz/$t.log"
+      failed+=("$t")
+    fi
+    i=$((i + 1))
+  done
+}
+batch=()
 for t in "${targets[@]}"; do
   seed "$t"
   echo "== $t ($seconds s)"
-  "./build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 "build/fuzz/corpus/$t"
+  batch+=("$t")
+  if [ "${#batch[@]}" -ge "$(nproc)" ]; then
+    run_batch "${batch[@]}"
+    batch=()
+  fi
 done
+if [ "${#batch[@]}" -gt 0 ]; then run_batch "${batch[@]}"; fi
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "fuzz.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
