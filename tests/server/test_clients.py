@@ -17,20 +17,10 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-try:
-    import anthropic
-    import openai
-except ImportError as e:  # pragma: no cover
-    print(f"skipping: {e} (pip install -r tests/server/requirements.txt)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_process import CLI, Server as ServerProcess  # noqa: E402
+from server_process import CLI, CLIENT_TIMEOUT, Server as ServerProcess, import_clients  # noqa: E402
 
-
-# Under the sanitizers the model runs ~25x slower (the 4k-token prompt of the prefix-cache test
-# takes ~50 s to prefill there): the clients wait longer.
-CLIENT_TIMEOUT = 300 if os.environ.get("QWENRT_SANITIZED") else 60
+anthropic, openai = import_clients("anthropic", "openai")
 
 
 class Server(ServerProcess):

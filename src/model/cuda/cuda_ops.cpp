@@ -399,12 +399,9 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   // Decode rows: every row of a decode or committed step (committed rows: each query a decode row
   // with its own table row), and a window's leading one-row spans (table row = span = row).
   const int64_t decode_rows = c_.layout.phase != Phase::Window ? T : c_.window_decode_rows;
-  {
-    const cuda::StreamProfiler::Scope scope(c_.profiler, decode_rows == T ? "attention decode" : "attention prefill", c_.stream);
-    cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
-  }
+  const cuda::StreamProfiler::Scope scope(c_.profiler, decode_rows == T ? "attention decode" : "attention prefill", c_.stream);
+  cuda::attention_prepare(rows, qg.as<float>(), k.as<float>(), v.as<float>(), static_cast<int>(Nq), norm, kv, q, c_.stream);
   if (decode_rows > 0) {
-    const cuda::StreamProfiler::Scope scope(c_.profiler, "attention decode", c_.stream);
     const std::size_t ws_bytes = cuda::attention_decode_workspace_bytes(decode_rows, static_cast<int>(Nq), c_.shape.max_len);
     void* ws = c_.scratch.attention_splits.get<std::byte>(ws_bytes);
     cuda::attention_decode(q, qg.as<float>(), rows.positions, decode_rows, static_cast<int>(Nq), c_.shape.max_len, kv, ws, ws_bytes, out, c_.stream,
@@ -412,7 +409,6 @@ Act CudaOps::gated_attention(const AttentionWeights& w, int attn_layer, const Ac
   }
   if (decode_rows < T) {
     // The window's other spans: sequence s of the launch is span decode_rows + s (its table row).
-    const cuda::StreamProfiler::Scope scope(c_.profiler, "attention prefill", c_.stream);
     cuda::PagedKv rest = kv;
     rest.block_tables += decode_rows * kv.max_blocks_per_seq;
     const cuda::PrefillWindows windows{c_.rows.span_first + decode_rows, rows.positions,

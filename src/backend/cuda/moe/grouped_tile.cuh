@@ -6,6 +6,8 @@
 #include <cstdint>
 
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/ptx/gate_math.cuh"
+#include "backend/cuda/ptx/mma.cuh"
 
 namespace qwenrt::cuda::grouped_tile {
 
@@ -40,6 +42,31 @@ __device__ __forceinline__ int64_t output_column(const Place& t, int row) {
 template <int BN, bool kGateUp>
 __device__ __forceinline__ int64_t weight_row(const Place& t, int row) {
   return kGateUp ? (row < BN / 2 ? 0 : t.I) + output_column<BN, kGateUp>(t, row) : output_column<BN, kGateUp>(t, row);
+}
+
+// Tile row `row`'s A operand: kGateUp, the x row its place gathers through `sorted` (false for a
+// padding place: the copy zero-fills); else the place's own act row.
+template <bool kGateUp>
+__device__ __forceinline__ const __nv_bfloat16* a_row(const Place& t, const __nv_bfloat16* a, int64_t lda, const int32_t* sorted, int row,
+                                                      bool& ok) {
+  int64_t src = t.p0 + row;
+  ok = true;
+  if (kGateUp) {
+    const int32_t r = sorted[src];
+    ok = r >= 0;
+    src = ok ? r : 0;
+  }
+  return a + src * lda;
+}
+
+// The epilogues, two output columns c, c + 1 (< N, N a multiple of 8) of place p at a time:
+// gate/up writes act = bf16(silu(g)·u); down writes the f32 sums of a place that reads a row.
+__device__ __forceinline__ void store_swiglu(const Place& t, void* out, int64_t p, int64_t c, const float* g, const float* u) {
+  __nv_bfloat16* act = static_cast<__nv_bfloat16*>(out) + p * t.I;
+  *reinterpret_cast<uint32_t*>(act + c) = pack_bf16(swiglu(g[0], u[0]), swiglu(g[1], u[1]));
+}
+__device__ __forceinline__ void store_down(const Place& t, void* out, int64_t p, int64_t c, const float* v) {
+  *reinterpret_cast<float2*>(static_cast<float*>(out) + p * t.H + c) = make_float2(v[0], v[1]);
 }
 
 }  // namespace qwenrt::cuda::grouped_tile

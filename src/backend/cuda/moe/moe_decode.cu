@@ -126,13 +126,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint4* a = reinterpret_cast<const uint4*>(act + row * slots * I);
   const int64_t act_pieces = slots * pieces;
   for (int64_t i0 = 0; i0 < act_pieces; i0 += kCopies * kWarps * 32) {
+    auto piece = [&](int j) { return i0 + j * kWarps * 32 + threadIdx.x; };
     uint4 v[kCopies];
 #pragma unroll
     for (int j = 0; j < kCopies; ++j)
-      if (i0 + j * kWarps * 32 + threadIdx.x < act_pieces) v[j] = load_shared16(a + i0 + j * kWarps * 32 + threadIdx.x);
+      if (piece(j) < act_pieces) v[j] = load_shared16(a + piece(j));
 #pragma unroll
     for (int j = 0; j < kCopies; ++j)
-      if (i0 + j * kWarps * 32 + threadIdx.x < act_pieces) act_rows[i0 + j * kWarps * 32 + threadIdx.x] = v[j];
+      if (piece(j) < act_pieces) act_rows[piece(j)] = v[j];
   }
   __syncthreads();
   float part[kSlots] = {};

@@ -7,7 +7,6 @@
 #include "backend/cuda/moe/moe_grouped_wgmma.h"
 
 #include "backend/cuda/moe/grouped_tile.cuh"
-#include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
 #include "backend/cuda/ptx/wgmma.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
@@ -50,14 +49,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kAPieces; ++i) {
     const int row = tid / 8 + 32 * i;
-    int64_t src_row = p0 + row;
-    a_ok[i] = true;
-    if (kGateUp) {
-      const int32_t r = sorted[p0 + row];
-      a_ok[i] = r >= 0;
-      src_row = r >= 0 ? r : 0;
-    }
-    a_src[i] = a + src_row * lda;
+    a_src[i] = grouped_tile::a_row<kGateUp>(place, a, lda, sorted, row, a_ok[i]);
     a_off[i] = wgmma_tile_offset(BM, row, chunk);
   }
   const bf16* b_src[kBPieces];
@@ -122,23 +114,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int half = 0; half < 2; ++half) {
     const int64_t p = p0 + group * 64 + (warp % 4) * 16 + g + half * 8;
     if (kGateUp) {
-      bf16* act = static_cast<bf16*>(out) + p * I;
 #pragma unroll
       for (int j = 0; j < BN / 16; ++j) {  // gate block j, up block j + 16
         const int64_t c = n0 + 8 * j + 2 * t;
-        if (c >= N) continue;  // N is a multiple of 8: c + 1 < N too
-        const float* gv = &acc[4 * j + 2 * half];
-        const float* uv = &acc[4 * (j + BN / 16) + 2 * half];
-        *reinterpret_cast<uint32_t*>(act + c) = pack_bf16(swiglu(gv[0], uv[0]), swiglu(gv[1], uv[1]));
+        if (c < N) grouped_tile::store_swiglu(place, out, p, c, &acc[4 * j + 2 * half], &acc[4 * (j + BN / 16) + 2 * half]);
       }
     } else {
       if (sorted[p] < 0) continue;
-      float* o = static_cast<float*>(out) + p * H;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const int64_t c = n0 + 8 * j + 2 * t;
-        if (c >= N) continue;
-        *reinterpret_cast<float2*>(o + c) = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+        if (c < N) grouped_tile::store_down(place, out, p, c, &acc[4 * j + 2 * half]);
       }
     }
   }

@@ -147,16 +147,7 @@ __global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
   for (int i = 0; i < kAPieces; ++i) {
     const int idx = tid + i * kThreads;  // BM rows x 4 pieces
     a_row[i] = idx / 4, a_piece[i] = idx % 4;
-    int64_t src_row;
-    if (kGateUp) {
-      const int32_t r = sorted[p0 + a_row[i]];
-      a_ok[i] = r >= 0;
-      src_row = r >= 0 ? r : 0;
-    } else {
-      a_ok[i] = true;
-      src_row = p0 + a_row[i];
-    }
-    a_src[i] = a + src_row * lda;
+    a_src[i] = grouped_tile::a_row<kGateUp>(place, a, lda, sorted, a_row[i], a_ok[i]);
   }
   const bf16* b_src[kBPieces];
   bool b_ok[kBPieces];
@@ -235,23 +226,17 @@ __global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
     for (int half = 0; half < 2; ++half) {
       const int64_t p = p0 + wm * WM + mi * 16 + g + half * 8;
       if (kGateUp) {
-        bf16* act = static_cast<bf16*>(out) + p * I;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int64_t c = n0 + wn * 32 + q * 8 + 2 * t;
-          if (c >= N) continue;  // N is a multiple of 8: c + 1 < N too
-          const float* gv = &acc[mi][q][half * 2];
-          const float* uv = &acc[mi][q + 4][half * 2];
-          *reinterpret_cast<uint32_t*>(act + c) = pack_bf16(swiglu(gv[0], uv[0]), swiglu(gv[1], uv[1]));
+          if (c < N) grouped_tile::store_swiglu(place, out, p, c, &acc[mi][q][half * 2], &acc[mi][q + 4][half * 2]);
         }
       } else {
         if (sorted[p] < 0) continue;
-        float* o = static_cast<float*>(out) + p * H;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           const int64_t c = n0 + wn * 64 + q * 8 + 2 * t;
-          if (c >= N) continue;
-          *reinterpret_cast<float2*>(o + c) = make_float2(acc[mi][q][half * 2], acc[mi][q][half * 2 + 1]);
+          if (c < N) grouped_tile::store_down(place, out, p, c, &acc[mi][q][half * 2]);
         }
       }
     }
