@@ -467,11 +467,11 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
   const int64_t T = x.rows, H = x.cols;
   const cuda::MoeExperts ex = moe_experts(c_.config, w);
   // Router logits, and the shared expert's gate logit beside them as column E (its weight row
-  // follows the router's on the device): one product.
+  // follows the router's on the device), then zero columns to a multiple of 8: one product.
   Weight router = w.router;
-  router.rows = ex.experts + (ex.shared ? 1 : 0);
+  router.rows = cuda::moe_router_rows(ex.experts, ex.shared);
   router.format = WeightFormat::BF16;  // stacked in bf16 on the device whatever the checkpoint's format
-  const int64_t ld = (router.rows + 3) / 4 * 4;
+  const int64_t ld = router.rows;
   float* logits = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * ld), 1);
   product(Part::Moe, x, {{&router, logits, ld}});
   const int64_t slots = ex.slots;

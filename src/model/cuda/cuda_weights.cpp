@@ -8,6 +8,7 @@
 #include <map>
 
 #include "backend/cuda/diagnostics/device_measure.h"
+#include "backend/cuda/moe/moe.h"
 #include "backend/cuda/runtime/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -217,8 +218,10 @@ bool experts_packable(const std::vector<MlpWeights*>& experts) {
 void bind_moe(MoeWeights& m, Uploader& up, bool record) {
   using Piece = Uploader::Piece;
   const int64_t H = m.router.cols, I = m.experts[0].gate.rows;
-  std::vector<Piece> router{{&m.router, m.router.rows, H}};
-  if (m.has_shared) router.push_back({&m.shared_gate, 1, H});
+  // The router's rows, the shared gate's, zero rows to cuda::moe_router_rows.
+  const int64_t router_rows = cuda::moe_router_rows(m.router.rows, m.has_shared);
+  std::vector<Piece> router{{&m.router, m.has_shared ? m.router.rows : router_rows, H}};
+  if (m.has_shared) router.push_back({&m.shared_gate, router_rows - m.router.rows, H});
   std::vector<MlpWeights*> experts;
   for (MlpWeights& e : m.experts) experts.push_back(&e);
   if (m.has_shared) experts.push_back(&m.shared);

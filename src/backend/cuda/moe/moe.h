@@ -30,6 +30,10 @@ constexpr int kMoeMaxExperts = 512;                       // routed experts (Qwe
 constexpr int kMoeMaxExpertsPerToken = 16;                // routed top-k
 constexpr int kMoeMaxSlots = kMoeMaxExpertsPerToken + 1;  // + the shared expert
 constexpr int64_t kMoeDecodeRows = 8;
+// Rows of the router product on the device: the E routers' rows, the shared expert's gate row, then
+// zero rows to a multiple of 8, so its logits are an N and a row stride cuBLAS's fast kernels take
+// (35B-A3B's 257 rows ran at ~50 TFLOP/s in prompt windows).
+constexpr int64_t moe_router_rows(int64_t experts, bool shared) { return (experts + (shared ? 1 : 0) + 7) / 8 * 8; }
 
 // The experts as the kernels read them, stacked: expert e's gate rows then its up rows at
 // gate_up + e·2·I·H, its down matrix [H, I] at down + e·H·I. With a shared expert it is expert
