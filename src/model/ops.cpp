@@ -39,6 +39,10 @@ std::vector<Act> Ops::norm_matmul(Part part, const Act& h, const ParamVector& w,
 
 void Ops::matmul_add(Part part, const Act& x, const Weight& w, Act& h) { add(h, matmul(part, x, {&w})[0]); }
 
+void Ops::moe_add(const MoeWeights& w, const Act& x, Act& h) { add(h, moe(w, x)); }
+
+void Ops::norm_moe_add(const ParamVector& w, const MoeWeights& moe, Act& h) { moe_add(moe, rms_norm(Part::Norm, h, w), h); }
+
 Act Ops::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up) {
   const std::vector<Act> gu = matmul(Part::GateUp, rms_norm(Part::Norm, h, w), {&gate, &up});
   return swiglu(gu[0], gu[1]);

@@ -105,6 +105,10 @@ class Ops {
   virtual void matmul_add(Part part, const Act& x, const Weight& w, Act& h);
   // silu(x · gateᵀ) ⊙ (x · upᵀ) with x = RMSNorm(h) · w.
   virtual Act norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up);
+  // h += MoE(x).
+  virtual void moe_add(const MoeWeights& w, const Act& x, Act& h);
+  // h += MoE(RMSNorm(h) · w).
+  virtual void norm_moe_add(const ParamVector& w, const MoeWeights& moe, Act& h);
 };
 
 }  // namespace qwenrt

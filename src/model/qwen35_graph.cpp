@@ -55,7 +55,7 @@ void Qwen35Graph::attention_block(Ops& ops, const LayerWeights& L, int attn_laye
 // h += down(silu(gate(x)) ⊙ up(x)), or h += MoE(x), with x = RMSNorm(h)
 void Qwen35Graph::feed_forward_block(Ops& ops, const LayerWeights& L, Act& h) const {
   if (config_.moe) {
-    ops.add(h, ops.moe(L.moe, ops.rms_norm(Part::Norm, h, L.post_norm)));
+    ops.norm_moe_add(L.post_norm, L.moe, h);
     return;
   }
   const Act act = ops.norm_gate_up_swiglu(h, L.post_norm, L.mlp.gate, L.mlp.up);

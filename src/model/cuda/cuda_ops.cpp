@@ -463,6 +463,28 @@ cuda::MoeExperts moe_experts(const ModelConfig& c, const MoeWeights& w) {
 }  // namespace
 
 Act CudaOps::moe(const MoeWeights& w, const Act& x) {
+  const int64_t T = x.rows, H = x.cols;
+  float* y = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * H), 0);
+  moe_into(w, x, y, H, false);
+  return {y, ActType::F32, T, H, H};
+}
+
+void CudaOps::moe_add(const MoeWeights& w, const Act& x, Act& h) {
+  if (h.type != ActType::F32 || h.rows != x.rows || h.cols != x.cols) fail("internal: the residual stream is f32 rows of the MoE's width");
+  moe_into(w, x, h.as<float>(), h.ld, true);
+}
+
+void CudaOps::norm_moe_add(const ParamVector& w, const MoeWeights& moe, Act& h) {
+  const int64_t T = h.rows, H = h.cols;
+  if (!fused_norm(T)) return Ops::norm_moe_add(w, moe, h);
+  if (h.type != ActType::F32) fail("internal: the residual stream is f32");
+  bf16* x = c_.scratch.part<bf16>(Part::Norm, static_cast<std::size_t>(T * H));
+  const cuda::SkinnyNormedRows normed{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe(), x, H};
+  moe_into(moe, {x, ActType::BF16, T, H, H}, h.as<float>(), h.ld, true, &normed);
+}
+
+// y[r · ldy + d] = MoE(x) (+= with accumulate: the sum's last launch adds it).
+void CudaOps::moe_into(const MoeWeights& w, const Act& x, float* y, int64_t ldy, bool accumulate, const cuda::SkinnyNormedRows* normed) {
   if (x.type != ActType::BF16) fail("internal: the MoE reads normalised bf16 rows on the GPU");
   const int64_t T = x.rows, H = x.cols;
   const cuda::MoeExperts ex = moe_experts(c_.config, w);
@@ -473,7 +495,13 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
   router.format = WeightFormat::BF16;  // stacked in bf16 on the device whatever the checkpoint's format
   const int64_t ld = router.rows;
   float* logits = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * ld), 1);
-  product(Part::Moe, x, {{&router, logits, ld}});
+  if (normed) {
+    const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(Part::Moe), c_.stream, kSkinnyNormed);
+    const std::vector<cuda::GemmSegment> segs{{device_bf16(router), router.rows, logits, ld, false}};
+    cuda::skinny_gemm(*normed, T, H, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
+  } else {
+    product(Part::Moe, x, {{&router, logits, ld}});
+  }
   const int64_t slots = ex.slots;
   int32_t* ids = c_.scratch.moe_route.get<int32_t>(static_cast<std::size_t>(2 * T * slots));
   float* weights = reinterpret_cast<float*>(ids + T * slots);
@@ -481,23 +509,21 @@ Act CudaOps::moe(const MoeWeights& w, const Act& x) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe route", c_.stream);
     cuda::moe_route(logits, ld, T, ex, ids, weights, c_.stream);
   }
-  float* y = c_.scratch.part<float>(Part::Moe, static_cast<std::size_t>(T * H), 0);
   if (T <= cuda::kMoeDecodeRows || row_invariant()) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (decode)", c_.stream);
     const int64_t chunk = cuda::kMoeDecodeRows;
     bf16* act = c_.scratch.moe_work.get<bf16>(cuda::moe_decode_act_bytes(std::min(T, chunk), ex) / sizeof(bf16));
     for (int64_t r0 = 0; r0 < T; r0 += chunk)
-      cuda::moe_decode(x.as<bf16>() + r0 * x.ld, x.ld, std::min(chunk, T - r0), ex, ids + r0 * slots, weights + r0 * slots, act, y + r0 * H, H,
-                       false, c_.stream);
+      cuda::moe_decode(x.as<bf16>() + r0 * x.ld, x.ld, std::min(chunk, T - r0), ex, ids + r0 * slots, weights + r0 * slots, act, y + r0 * ldy, ldy,
+                       accumulate, c_.stream);
   } else {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (grouped)", c_.stream);
     // Packed experts: the layer's stacks widened to bf16 once per window for the grouped GEMMs.
     const cuda::MoeExperts grouped =
         ex.packed ? cuda::moe_dequantize(ex, c_.scratch.dequant.get<std::byte>(cuda::moe_dequantized_bytes(ex)), c_.stream) : ex;
     void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_window_scratch_bytes(T, grouped));
-    cuda::moe_window(x.as<bf16>(), x.ld, T, grouped, ids, weights, scratch, y, H, false, c_.stream);
+    cuda::moe_window(x.as<bf16>(), x.ld, T, grouped, ids, weights, scratch, y, ldy, accumulate, c_.stream);
   }
-  return {y, ActType::F32, T, H, H};
 }
 
 Act CudaOps::hidden_rows(const Act& x, const ParamVector& w, const Act& logit_rows) {

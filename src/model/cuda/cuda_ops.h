@@ -17,6 +17,10 @@
 #include "model/ops.h"
 #include "model/step.h"
 
+namespace qwenrt::cuda {
+struct SkinnyNormedRows;
+}
+
 namespace qwenrt {
 
 // Row stride (floats) of a DeltaNet layer's input projections on the GPU: q|k|v, z, b and a side by
@@ -68,6 +72,11 @@ class CudaOps final : public Ops {
   std::vector<Act> norm_matmul(Part part, const Act& h, const ParamVector& w, std::initializer_list<const Weight*> weights) override;
   void matmul_add(Part part, const Act& x, const Weight& w, Act& h) override;
   Act norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weight& gate, const Weight& up) override;
+  // The experts' weighted sum added to the residual by their last launch (no add launch); for one
+  // or two rows the router product normalises the rows and stores them for the experts (no norm
+  // launch).
+  void moe_add(const MoeWeights& w, const Act& x, Act& h) override;
+  void norm_moe_add(const ParamVector& w, const MoeWeights& moe, Act& h) override;
 
   void begin_layer(int layer) override {
     layer_ = layer;
@@ -80,6 +89,8 @@ class CudaOps final : public Ops {
   // (prompt rows then take them as one cuBLAS product), one buffer each otherwise.
   std::vector<Act> outputs(Part part, int64_t rows, std::initializer_list<const Weight*> weights);
   void product(Part part, const Act& x, const std::vector<Target>& targets);
+  // `normed`: x is still to be written, by the router product normalising these rows.
+  void moe_into(const MoeWeights& w, const Act& x, float* y, int64_t ldy, bool accumulate, const cuda::SkinnyNormedRows* normed = nullptr);
   bool fused_norm(int64_t rows) const;
   // Committed steps compute each row as a lone decode row would, bit for bit: products and experts
   // through the decode kernels (up to 64 rows a launch, 8 quantized or MoE), whatever the row count. So do all but window rows in

@@ -40,9 +40,9 @@ struct Segments {
 
 // Columns [k0, k1) of rows [0, n) of RMSNorm(h) · w into xs (row stride ld_xs) in bf16, with the
 // rounding of cuda::rms_norm_rows. Every block sums the squares of the whole rows in the same fixed
-// order, so all blocks agree on the scale.
+// order, so all blocks agree on the scale. With `store`, into nr.out too.
 __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n, int64_t k, int64_t k0, int64_t k1, __nv_bfloat16* xs,
-                                               int64_t ld_xs) {
+                                               int64_t ld_xs, bool store) {
   __shared__ float square_sums[kWarps][kSkinnyGemmMaxNormedRows], scale[kSkinnyGemmMaxNormedRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = 0; r < n; ++r) {
@@ -59,8 +59,9 @@ __device__ __forceinline__ void normalise_rows(const SkinnyNormedRows& nr, int n
     const float* hr = nr.h + r * nr.ldh;
 #pragma unroll 4
     for (int64_t i = k0 + 4 * threadIdx.x; i < k1; i += 4 * kThreads) {
-      *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) =
-          normalise4_bf16(*reinterpret_cast<const float4*>(hr + i), __ldg(reinterpret_cast<const float4*>(nr.w + i)), scale[r]);
+      const uint2 v = normalise4_bf16(*reinterpret_cast<const float4*>(hr + i), __ldg(reinterpret_cast<const float4*>(nr.w + i)), scale[r]);
+      *reinterpret_cast<uint2*>(xs + r * ld_xs + (i - k0)) = v;
+      if (store) *reinterpret_cast<uint2*>(nr.out + r * nr.ld_out + i) = v;
     }
   }
   __syncthreads();
@@ -177,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm<NT, U>())
     // x becomes this block's K range of the normalised rows, in shared memory.
     __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(normed_raw);
     const int64_t ld_xs = segs.split_chunks * kChunk;
-    normalise_rows(segs.norm, n, k, k0, k1, xs, ld_xs);
+    // The first row tile's blocks (one per K range) store the rows where asked: every column once.
+    normalise_rows(segs.norm, n, k, k0, k1, xs, ld_xs, segs.norm.out != nullptr && blockIdx.x == 0);
     x = xs - k0;  // x[r · ldx + kk] for kk in the range
     ldx = ld_xs;
   }
@@ -485,6 +487,13 @@ void set_norm(Segments& segs, const SkinnyNormedRows& x, int64_t n, int64_t k, c
   for (int i = 0; i < segs.count; ++i) {
     const float* y = segs.seg[i].y;
     if (y && y + (n - 1) * segs.seg[i].ldy + segs.seg[i].rows > x.h && y < h_end) fail(who, ": an output overlaps the rows being normalised");
+  }
+  if (x.out) {
+    if (x.ld_out < k || x.ld_out % 4 != 0 || reinterpret_cast<uintptr_t>(x.out) % 8 != 0)
+      fail(who, ": the normalised rows' copy (stride ", x.ld_out, ") needs 8-byte alignment and a stride of at least k in multiples of 4");
+    const void* out_end = x.out + (n - 1) * x.ld_out + k;
+    if (out_end > static_cast<const void*>(x.h) && static_cast<const void*>(x.out) < static_cast<const void*>(h_end))
+      fail(who, ": the normalised rows' copy overlaps the rows being normalised");
   }
   segs.norm = x;
 }

@@ -38,6 +38,10 @@ struct SkinnyNormedRows {
   const float* w = nullptr;
   float eps = 0;
   NonFiniteProbe probe;  // where a row whose sum of squares is not finite is reported
+  // Optional: the normalised rows also stored here (bf16, row stride ld_out) by the launch's first
+  // row tile, for what reads them next (the MoE experts after the router product).
+  __nv_bfloat16* out = nullptr;
+  int64_t ld_out = 0;
 };
 constexpr int64_t kSkinnyGemmMaxNormedRows = 8;
 constexpr int64_t kSkinnyGemmMaxNormedK = 10240;  // the rows' bf16 copy lives in shared memory

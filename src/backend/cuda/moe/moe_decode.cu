@@ -23,7 +23,6 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kWarps = 4;
-constexpr int kColsPerWarp = 2;  // gate/up
 // The down launch's shared memory (a row's act rows): 17 slots of I = 3,072 fit (Qwen 3.5 MoE: I <= 1,024).
 constexpr std::size_t kMoeDecodeDownMaxSmem = 112 * 1024;
 
@@ -46,8 +45,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots)
-__global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const bf16* x, int64_t ldx, MoeExperts ex, const int32_t* ids, bf16* act) {
+// grid (ceil(I / (kWarps·kColsPerWarp)), rows·slots), dynamic shared memory H bf16 (the row). The
+// block's warps all read the same activation row: it is copied into shared memory once, while the
+// first weights' loads are in flight, so a lane holds only weights across a wait. kBatch pieces a
+// lane at a time, all their loads issued before the first product, at 96 registers: five blocks a
+// multiprocessor, so 35B-A3B's 576 blocks of one row run in one wave (four pieces took 121
+// registers: 528 resident blocks and a second wave; capped at 96 they spill; two pieces
+// double-buffered measured the same as two). H100, 35B-A3B, with the norm and add launches gone
+// too: batch 1 312 -> 321 tok/s, batch 8 883 -> 878 (several waves there, where four pieces kept
+// more bytes in flight: a row-count choice of depth is not measured yet).
+constexpr int kColsPerWarp = 2;
+constexpr int kBatch = 2;
+__global__ void __launch_bounds__(kWarps * 32, 5) moe_decode_gate_up_kernel(const bf16* x, int64_t ldx, MoeExperts ex, const int32_t* ids, bf16* act) {
+  extern __shared__ float4 smem_raw[];
+  uint4* xs = reinterpret_cast<uint4*>(smem_raw);  // [H / 8] pieces of the row
   chained_kernel_start();
   const int lane = threadIdx.x % 32;
   const int pair = blockIdx.y;  // row · slots + slot
@@ -55,36 +66,46 @@ __global__ void __launch_bounds__(kWarps * 32) moe_decode_gate_up_kernel(const b
   const int64_t row = pair / slots, H = ex.hidden, I = ex.inter;
   const int64_t e = ids[pair];
   const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kColsPerWarp;
-  if (col0 >= I) return;
-  const bf16* xr = x + row * ldx;
   const bf16* gate = ex.gate_up + e * 2 * I * H;
   const bf16* up = gate + I * H;
   float g[kColsPerWarp] = {}, u[kColsPerWarp] = {};
   const int64_t pieces = H / 8;
-  // kBatch pieces a lane: all their weight loads issued before the first product (H100, 35B-A3B
-  // batch 1: 19-21 us for 38 MB with the loads of each piece waited for in turn).
-  constexpr int kBatch = 4;
-  const int cols = static_cast<int>(std::min<int64_t>(kColsPerWarp, I - col0));
-  for (int64_t c0 = lane; c0 < pieces; c0 += 32 * kBatch) {
-    uint4 gw[kBatch][kColsPerWarp], uw[kBatch][kColsPerWarp], xv[kBatch];
+  const int cols = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(kColsPerWarp, I - col0)));
+  // This lane's first piece of each column's gate and up rows (columns past I read column 0).
+  const bf16 *gp[kColsPerWarp], *upp[kColsPerWarp];
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t c = j < cols ? col0 + j : 0;
+    gp[j] = gate + c * H + 8 * lane;
+    upp[j] = up + c * H + 8 * lane;
+  }
+  auto load_batch = [&](int64_t c0, uint4 (&gw)[kBatch][kColsPerWarp], uint4 (&uw)[kBatch][kColsPerWarp]) {
+    const int64_t off = 8 * (c0 - lane);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b)
 #pragma unroll
       for (int j = 0; j < kColsPerWarp; ++j)
-        if (c0 + 32 * b < pieces && j < cols) {
-          gw[b][j] = load_stream16(gate + (col0 + j) * H + 8 * (c0 + 32 * b));
-          uw[b][j] = load_stream16(up + (col0 + j) * H + 8 * (c0 + 32 * b));
+        if (c0 + 32 * b < pieces) {
+          gw[b][j] = load_stream16(gp[j] + off + 256 * b);
+          uw[b][j] = load_stream16(upp[j] + off + 256 * b);
         }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b)
-      if (c0 + 32 * b < pieces) xv[b] = load_shared16(xr + 8 * (c0 + 32 * b));
+  };
+  uint4 gw[kBatch][kColsPerWarp], uw[kBatch][kColsPerWarp];
+  load_batch(lane, gw, uw);  // in flight while the row is copied
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * ldx);
+  for (int64_t i = threadIdx.x; i < pieces; i += kWarps * 32) xs[i] = load_shared16(xr + i);
+  __syncthreads();
+#pragma unroll 1
+  for (int64_t c0 = lane; c0 < pieces; c0 += 32 * kBatch) {
+    if (c0 > lane) load_batch(c0, gw, uw);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b)
 #pragma unroll
       for (int j = 0; j < kColsPerWarp; ++j)
         if (c0 + 32 * b < pieces && j < cols) {
-          g[j] = dot8(xv[b], gw[b][j], g[j]);
-          u[j] = dot8(xv[b], uw[b][j], u[j]);
+          const uint4 xv = xs[c0 + 32 * b];
+          g[j] = dot8(xv, gw[b][j], g[j]);
+          u[j] = dot8(xv, uw[b][j], u[j]);
         }
   }
 #pragma unroll
@@ -170,11 +191,13 @@ void moe_decode(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   if (rows < 0 || rows > kMoeDecodeRows) fail("moe_decode: ", rows, " rows (at most ", kMoeDecodeRows, ")");
   if (ex.hidden % 8 != 0 || ex.inter % 8 != 0 || ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("moe_decode: H, I and the row stride must be multiples of 8 with 16-byte aligned rows");
+  if (ex.hidden * static_cast<int64_t>(sizeof(bf16)) > 48 * 1024) fail("moe_decode: a hidden size of ", ex.hidden, " (at most 24,576)");
   if (rows == 0) return;
   if (ex.packed) return moe_decode_packed(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
   constexpr int per_block = kWarps * kColsPerWarp;
   const dim3 gu_grid(static_cast<unsigned>((ex.inter + per_block - 1) / per_block), static_cast<unsigned>(rows * ex.slots));
-  launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), 0, stream, x, ldx, ex, ids, act);
+  const std::size_t gu_smem = static_cast<std::size_t>(ex.hidden) * sizeof(bf16);
+  launch_chained(moe_decode_gate_up_kernel, gu_grid, dim3(kWarps * 32), gu_smem, stream, x, ldx, ex, ids, act);
   QWENRT_CUDA_CHECK_LAUNCH();
   const std::size_t down_smem = moe_decode_down_smem_bytes(ex);
   if (down_smem > kMoeDecodeDownMaxSmem) fail("moe_decode: ", ex.slots, " slots of ", ex.inter, " FFN columns need more shared memory than ", kMoeDecodeDownMaxSmem, " bytes");

@@ -326,9 +326,21 @@ TEST(SkinnyGemm, NormedRowsMatchNormThenProduct) {
     gemm(xn, p.n, p.k, p.k, {&plain, 1});
     const cuda::GemmSegment fused{dw.as<__nv_bfloat16>(), p.rows, y_fused.as<float>(), p.rows, false};
     Workspace ws(cuda::skinny_gemm_workspace_bytes(p.n, p.k, {&fused, 1}));
-    cuda::skinny_gemm({dh.as<float>(), ldh, dnw.as<float>(), eps}, p.n, p.k, {&fused, 1}, nullptr, ws.view());
+    // The launch also stores the normalised rows (as the MoE's router product does for the experts).
+    const int64_t ld_out = p.k + 8;
+    cuda::DeviceBuffer stored(static_cast<std::size_t>(p.n * ld_out) * 2);
+    test::poison(stored);
+    cuda::SkinnyNormedRows normed{dh.as<float>(), ldh, dnw.as<float>(), eps};
+    normed.out = stored.as<__nv_bfloat16>();
+    normed.ld_out = ld_out;
+    cuda::skinny_gemm(normed, p.n, p.k, {&fused, 1}, nullptr, ws.view());
     QWENRT_CUDA_CHECK(cudaDeviceSynchronize());
     ws.expect_counters_zero();
+    const auto plain_rows = test::to_host<uint16_t>(xn, static_cast<std::size_t>(p.n * p.k));
+    const auto stored_rows = test::to_host<uint16_t>(stored, static_cast<std::size_t>(p.n * ld_out));
+    for (int64_t b = 0; b < p.n; ++b)
+      EXPECT_EQ(0, std::memcmp(&plain_rows[b * p.k], &stored_rows[b * ld_out], static_cast<std::size_t>(p.k) * 2))
+          << "stored row " << b << ", n " << p.n << " rows " << p.rows << " k " << p.k;
     const auto got = test::to_host<float>(y_fused, static_cast<std::size_t>(p.n * p.rows));
     const auto unfused = test::to_host<float>(y_plain, static_cast<std::size_t>(p.n * p.rows));
     EXPECT_EQ(0, std::memcmp(got.data(), unfused.data(), got.size() * sizeof(float))) << "n " << p.n << " rows " << p.rows << " k " << p.k;
@@ -391,6 +403,14 @@ TEST(SkinnyGemm, NormedRowsRejectBadInput) {
   const cuda::GemmSegment into_h{d.as<__nv_bfloat16>() + 65536, 4, d.as<float>() + 8, 4, false};
   EXPECT_THROW(cuda::skinny_gemm(x, 1, 256, {&into_h, 1}, nullptr), Error);  // writes the rows it reads
   EXPECT_THROW(cuda::skinny_gemm({d.as<float>(), 255, d.as<float>(), 1e-6f}, 1, 256, {&seg, 1}, nullptr), Error);
+  cuda::SkinnyNormedRows over_h = x;  // the normalised rows' copy written over the rows it reads
+  over_h.out = reinterpret_cast<__nv_bfloat16*>(d.as<float>() + 64);
+  over_h.ld_out = 256;
+  EXPECT_THROW(cuda::skinny_gemm(over_h, 1, 256, {&seg, 1}, nullptr), Error);
+  cuda::SkinnyNormedRows short_stride = over_h;
+  short_stride.out = d.as<__nv_bfloat16>() + 200000;
+  short_stride.ld_out = 128;
+  EXPECT_THROW(cuda::skinny_gemm(short_stride, 1, 256, {&seg, 1}, nullptr), Error);
 }
 
 TEST(SkinnyGemm, RejectsBadShapes) {
