@@ -136,14 +136,19 @@ QWENRT_AVX512VL void tile_q4_lookup(const float* x, int64_t k, const Weight& w, 
       t_lo[j] = _mm256_fmadd_ps(sv, q_lo, bv);
       t_hi[j] = _mm256_fmadd_ps(sv, q_hi, bv);
     }
-    const int64_t c_end = (g + 1) * gs;
-    for (int64_t c = g * gs; c < c_end; c += 8) {
-      if ((c * 4) % 512 == 0)  // the next tile's rows, as the AVX2 tile
-        for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + NW * stride + c / 2), _MM_HINT_T0);
-      const __m256 xv = _mm256_loadu_ps(x + c);
+    // The next tile's rows, as the AVX2 tile: a 64-byte line per 128 fields, asked for once per
+    // group (groups of 32, 64 or 128 never straddle a multiple of 128), not checked every 8 fields.
+    const int64_t c0 = g * gs;
+    if (c0 % 128 == 0)
+      for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + NW * stride + c0 / 2), _MM_HINT_T0);
+    const uint8_t* q[NW];
+    for (int j = 0; j < NW; ++j) q[j] = rows[j] + c0 / 2;
+    const float* xg = x + c0;
+    for (int c = 0, b = 0; c < gs; c += 8, b += 4) {
+      const __m256 xv = _mm256_loadu_ps(xg + c);
       for (int j = 0; j < NW; ++j) {
         uint32_t word;
-        std::memcpy(&word, rows[j] + c / 2, 4);
+        std::memcpy(&word, q[j] + b, 4);
         const __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts);
         acc[j] = _mm256_fmadd_ps(xv, _mm256_permutex2var_ps(t_lo[j], idx, t_hi[j]), acc[j]);
       }
