@@ -74,6 +74,10 @@ cuda::NonFiniteProbe CudaOps::norm_probe() {
   return {c_.rows.health, layer_ < 0 ? final_norm_site(c_.config) : static_cast<uint32_t>(2 * layer_ + sub)};
 }
 
+cuda::SkinnyNormedRows CudaOps::normed_rows(const Act& h, const ParamVector& w) {
+  return {h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe()};
+}
+
 bool CudaOps::fused_norm(int64_t T) const {
   // Every block of the fused launch reads the rows it normalises: worth it for one or two rows, a
   // loss beyond (measured on the H200: 27B decode +2% at batch 1, even at 2, -31% at 4, -40% at 8).
@@ -235,7 +239,7 @@ std::vector<Act> CudaOps::norm_matmul(Part part, const Act& h, const ParamVector
   std::vector<cuda::GemmSegment> segs;
   std::size_t i = 0;
   for (const Weight* wt : weights) segs.push_back({device_bf16(*wt), wt->rows, out[i].as<float>(), out[i].ld, false}), ++i;
-  const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe()};
+  const cuda::SkinnyNormedRows x = normed_rows(h, w);
   cuda::skinny_gemm(x, T, H, segs, c_.stream, c_.scratch.gemm_workspace(cuda::skinny_gemm_workspace_bytes(T, H, segs)));
   return out;
 }
@@ -273,7 +277,7 @@ Act CudaOps::norm_gate_up_swiglu(const Act& h, const ParamVector& w, const Weigh
   if (fused_norm(T)) {
     // Decode rows: post-attention norm, gate, up and silu(gate)·up in one weight-streaming launch.
     const cuda::StreamProfiler::Scope scope(c_.profiler, "gate/up, swiglu", c_.stream, kSkinnyNormed);
-    const cuda::SkinnyNormedRows x{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe()};
+    const cuda::SkinnyNormedRows x = normed_rows(h, w);
     cuda::skinny_gemm_swiglu(x, T, H, device_bf16(gate), device_bf16(up), I, act, I, c_.stream,
                              c_.scratch.gemm_workspace(cuda::skinny_gemm_swiglu_workspace_bytes(T, H, I)));
     return out;
@@ -479,7 +483,9 @@ void CudaOps::norm_moe_add(const ParamVector& w, const MoeWeights& moe, Act& h) 
   if (!fused_norm(T)) return Ops::norm_moe_add(w, moe, h);
   if (h.type != ActType::F32) fail("internal: the residual stream is f32");
   bf16* x = c_.scratch.part<bf16>(Part::Norm, static_cast<std::size_t>(T * H));
-  const cuda::SkinnyNormedRows normed{h.as<float>(), h.ld, device_f32(w), static_cast<float>(c_.config.rms_norm_eps), norm_probe(), x, H};
+  cuda::SkinnyNormedRows normed = normed_rows(h, w);
+  normed.out = x;  // the router product stores the rows for the experts
+  normed.ld_out = H;
   moe_into(moe, {x, ActType::BF16, T, H, H}, h.as<float>(), h.ld, true, &normed);
 }
 

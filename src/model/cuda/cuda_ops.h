@@ -105,6 +105,9 @@ class CudaOps final : public Ops {
   }
   // Where the next norm reports non-finite rows (the step's health word, this norm's site).
   cuda::NonFiniteProbe norm_probe();
+  // The residual rows h for a weight-streaming launch to normalise itself with norm weight w (this
+  // norm's probe taken).
+  cuda::SkinnyNormedRows normed_rows(const Act& h, const ParamVector& w);
   const CudaStepContext& c_;
   int layer_ = -1;  // the layer running (-1: before the first)
   int norms_in_layer_ = 0;

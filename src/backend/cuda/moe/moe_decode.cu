@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kWarps * 32, 5) moe_decode_gate_up_kernel(cons
     gp[j] = gate + c * H + 8 * lane;
     upp[j] = up + c * H + 8 * lane;
   }
-  auto load_batch = [&](int64_t c0, uint4 (&gw)[kBatch][kColsPerWarp], uint4 (&uw)[kBatch][kColsPerWarp]) {
+  uint4 gw[kBatch][kColsPerWarp], uw[kBatch][kColsPerWarp];
+  auto load_batch = [&](int64_t c0) {
     const int64_t off = 8 * (c0 - lane);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b)
@@ -90,14 +91,13 @@ __global__ void __launch_bounds__(kWarps * 32, 5) moe_decode_gate_up_kernel(cons
           uw[b][j] = load_stream16(upp[j] + off + 256 * b);
         }
   };
-  uint4 gw[kBatch][kColsPerWarp], uw[kBatch][kColsPerWarp];
-  load_batch(lane, gw, uw);  // in flight while the row is copied
+  load_batch(lane);  // in flight while the row is copied
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * ldx);
   for (int64_t i = threadIdx.x; i < pieces; i += kWarps * 32) xs[i] = load_shared16(xr + i);
   __syncthreads();
 #pragma unroll 1
   for (int64_t c0 = lane; c0 < pieces; c0 += 32 * kBatch) {
-    if (c0 > lane) load_batch(c0, gw, uw);
+    if (c0 > lane) load_batch(c0);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b)
 #pragma unroll
