@@ -28,6 +28,12 @@ struct DeltaRuleHead {
   int64_t row_state_stride = 0;
 };
 void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state);
-void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64);
+// The chunked form (delta_rule_chunked.cpp): AVX2 where the CPU has it, else a scalar twin with the
+// same bits; `isa` forces one for the tests.
+enum class DeltaRuleIsa { Best, Avx2, Scalar };
+void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64,
+                        DeltaRuleIsa isa = DeltaRuleIsa::Best);
+// Whether this CPU runs the AVX2 form.
+bool delta_rule_has_avx2();
 
 }  // namespace qwenrt
