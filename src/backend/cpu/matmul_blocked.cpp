@@ -99,6 +99,20 @@ float* scratch(std::vector<float>& v, std::size_t floats) {
   return reinterpret_cast<float*>((p + 31) / 32 * 32);
 }
 
+// Asks for weight rows [r, r + nr) × columns [c0, c0 + kc) (their data bytes; for MLX affine the
+// small scale and bias rows are left to the hardware) to come into the caches. A block's 48 rows
+// read 128 columns at a time are more streams than the hardware prefetcher follows, so the next
+// panel is asked for while this one's products run.
+void prefetch_panel(const Weight& w, int64_t r, int nr, int64_t c0, int64_t kc) {
+  const std::size_t rb = w.row_bytes(), cols = static_cast<std::size_t>(w.cols);
+  const std::size_t b0 = static_cast<std::size_t>(c0) * rb / cols, b1 = static_cast<std::size_t>(c0 + kc) * rb / cols;
+  for (int j = 0; j < nr; ++j) {
+    const std::byte* p = w.data + static_cast<std::size_t>(r + j) * rb;
+    for (std::size_t b = b0; b < b1; b += 64) __builtin_prefetch(p + b, 0, 3);
+    __builtin_prefetch(p + b1 - 1, 0, 3);
+  }
+}
+
 }  // namespace
 
 void run(PackPanel pack, LoadElement tail, bool avx2, const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0,
@@ -117,6 +131,8 @@ void run(PackPanel pack, LoadElement tail, bool avx2, const float* x, int64_t n,
       for (int64_t kb = 0; kb < k8; kb += kKBlock) {
         const int64_t kc = std::min(kKBlock, k8 - kb);
         for (int64_t j = 0; j < nw; j += kTileW) pack(w, wb + j, static_cast<int>(std::min<int64_t>(kTileW, nw - j)), kb, kc, panel + j * kc);
+        if (kb + kKBlock < k8) prefetch_panel(w, wb, static_cast<int>(nw), kb + kKBlock, std::min(kKBlock, k8 - kb - kKBlock));
+        else if (xb + kRowsX >= n && wb + kRowsW < r1) prefetch_panel(w, wb + kRowsW, static_cast<int>(std::min(kRowsW, r1 - wb - kRowsW)), 0, std::min(kKBlock, k8));
         for (int64_t i = 0; i < nx; i += kTileX) {
           const int mr = static_cast<int>(std::min<int64_t>(kTileX, nx - i));
           for (int64_t j = 0; j < nw; j += kTileW) {
