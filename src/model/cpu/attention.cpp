@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/vector_ops.h"
 
 namespace qwenrt {
 
@@ -55,30 +56,29 @@ void attention_mix(const BlockContext& ctx, const AttentionWeights& w, int attn_
   const int64_t group = Nq / Nkv;
   ctx.pool.parallel_for(static_cast<std::size_t>(T * Nq), 1, [&](std::size_t i0, std::size_t i1) {
     std::vector<float> scores;
+    std::vector<const float*> keys, values;  // the cached rows 0..pos (paged: looked up once)
     for (std::size_t i = i0; i < i1; ++i) {
       const std::size_t r = i / static_cast<std::size_t>(Nq);
       const int64_t h = static_cast<int64_t>(i % static_cast<std::size_t>(Nq)), hk = h / group;
       const int64_t pos = ctx.layout.positions[r];
       const int slot = row_slot[r];
       const float* q = qg + (r * Nq + h) * 2 * Dh;
-      scores.resize(static_cast<std::size_t>(pos + 1));
-      float mx = -INFINITY;
+      const auto n = static_cast<std::size_t>(pos + 1);
+      scores.resize(n);
+      keys.resize(n);
+      values.resize(n);
       for (int64_t j = 0; j <= pos; ++j) {
-        const float* kj = ctx.cache.key(attn_layer, slot, j) + hk * Dh;
-        float s = 0;
-        for (int64_t d = 0; d < Dh; ++d) s += q[d] * kj[d];
-        scores[j] = s * scale;
-        mx = std::max(mx, scores[j]);
+        keys[j] = ctx.cache.key(attn_layer, slot, j);
+        values[j] = ctx.cache.value(attn_layer, slot, j);
       }
+      cpu::dot_rows(q, keys.data(), hk * Dh, pos + 1, Dh, scores.data());
+      float mx = -INFINITY;
+      for (int64_t j = 0; j <= pos; ++j) mx = std::max(mx, scores[j] *= scale);
       float sum = 0;
       for (int64_t j = 0; j <= pos; ++j) sum += scores[j] = std::exp(scores[j] - mx);
+      for (int64_t j = 0; j <= pos; ++j) scores[j] /= sum;
       float* o = attn + (r * Nq + h) * Dh;
-      std::fill(o, o + Dh, 0.0f);
-      for (int64_t j = 0; j <= pos; ++j) {
-        const float p = scores[j] / sum;
-        const float* vj = ctx.cache.value(attn_layer, slot, j) + hk * Dh;
-        for (int64_t d = 0; d < Dh; ++d) o[d] += p * vj[d];
-      }
+      cpu::weighted_rows(scores.data(), values.data(), hk * Dh, pos + 1, Dh, o);
       const float* gate = q + Dh;
       for (int64_t d = 0; d < Dh; ++d) o[d] *= cpu::sigmoid(gate[d]);
     }
