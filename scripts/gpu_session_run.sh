@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# One device call of this session: the MoE decode launches trimmed (issue 28: the router product
-# normalises the rows and stores them for the experts, the down launch adds to the residual,
-# gate/up in one wave for one row): the MoE and parity GPU tests, then 35B-A3B decode at batch 1
-# and 8 against the build before (.gpu-before, alternated, same card).
+# Device calls of this session (issue 28, batch-1 decode): the DeltaNet decode step over four column
+# slices a head (.gpu-split) and, on top, the MoE route inside the gate/up launch (.gpu), against
+# the build before (.gpu-before), alternated on the same card.
+#   scripts/gpu_session_run.sh moe     whole qwenrt_cuda_tests on .gpu; 35B-A3B batch 1 and 8
+#   scripts/gpu_session_run.sh dense   27B batch 1 and 64 (before, split); 35B-A3B 8k prefill
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_libs.sh
 export QWENRT_SOURCE_DIR=$PWD
 new=$(gpu_bin_dir .gpu)
-mkdir -p /tmp/qb && tar -C /tmp/qb -xJf .gpu-before/qwenrt-gpu.tar.xz
-nvidia-smi --query-gpu=name --format=csv,noheader
-timeout 200 "$new/qwenrt_cuda_tests" --gtest_filter='*Moe*:*moe*:CudaParity*:SkinnyGemm*' > "${OUT:-/tmp}/tests.log" 2>&1
-echo "tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "${OUT:-/tmp}/tests.log" | tr '\n' ' ')"
-grep -E "^\[  FAILED  \] [A-Za-z]" "${OUT:-/tmp}/tests.log" | head
-q() { timeout 120 "$1/qwenrt" bench --device cuda "${@:2}" 2>&1 | grep -E '^decode' | sed 's/ \+/ /g; s/ floor.*-> / /' | tr '\n' ' '; }
-for round in 1 2; do
-  for b in /tmp/qb "$new"; do
-    echo "$([ $b = /tmp/qb ] && echo before || echo after): b1 $(q $b --synthetic 35b-a3b --prompt-tokens 512 --gen-tokens 64) | b8 $(q $b --synthetic 35b-a3b --prompt-tokens 512 --gen-tokens 32 --batch 8)"
-  done
-done
+mkdir -p /tmp/qb /tmp/qs && tar -C /tmp/qb -xJf .gpu-before/qwenrt-gpu.tar.xz && tar -C /tmp/qs -xJf .gpu-split/qwenrt-gpu.tar.xz
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+q() { timeout 120 "$1/qwenrt" bench --device cuda "${@:2}" 2>&1 | grep -E '^(decode|prefill)' | sed 's/ \+/ /g; s/ floor.*-> / /; s/, [0-9.]* TFLOP.s//' | tr '\n' ' '; }
+name() { case $1 in /tmp/qb) echo before;; /tmp/qs) echo split;; *) echo split+route;; esac; }
+case "${1:-moe}" in
+  moe)
+    timeout 150 "$new/qwenrt_cuda_tests" > "${OUT:-/tmp}/tests.log" 2>&1
+    echo "tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "${OUT:-/tmp}/tests.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED  \] [A-Za-z]" "${OUT:-/tmp}/tests.log" | head
+    for round in 1 2; do
+      for b in /tmp/qb /tmp/qs "$new"; do
+        echo "$(name $b): b1 $(q $b --synthetic 35b-a3b --prompt-tokens 512 --gen-tokens 64) | b8 $(q $b --synthetic 35b-a3b --prompt-tokens 512 --gen-tokens 32 --batch 8)"
+      done
+    done ;;
+  dense)
+    for round in 1 2; do
+      for b in /tmp/qb /tmp/qs; do
+        echo "$(name $b): 27b b1 $(q $b --synthetic 27b --prompt-tokens 512 --gen-tokens 48) | b64 $(q $b --synthetic 27b --prompt-tokens 512 --gen-tokens 24 --batch 64)"
+      done
+    done
+    echo "split+route: 35b-a3b 8k $(q $new --synthetic 35b-a3b --prompt-tokens 8192 --gen-tokens 2) / $(q $new --synthetic 35b-a3b --prompt-tokens 8192 --gen-tokens 2)" ;;
+esac
