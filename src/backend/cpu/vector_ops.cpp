@@ -13,9 +13,6 @@ namespace {
 
 inline float reduce_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
-// Columns a register block of weighted_rows covers: 8 registers of 8 floats.
-constexpr int64_t kBlock = 64;
-
 __attribute__((target("avx2,fma"))) float reduce_avx2(__m256 acc, const float* a, const float* b, int64_t n8, int64_t n) {
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
@@ -31,54 +28,114 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return reduce_avx2(acc, a, b, n8, n);
 }
 
-__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* a, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
+__attribute__((target("avx2,fma"))) void dot_queries_avx2(const float* const* queries, int64_t M, const float* const* keys, int64_t offset,
+                                                          int64_t count, int64_t n, float* out, int64_t ld) {
   const int64_t n8 = n / 8 * 8;
-  int64_t r = 0;
-  for (; r + 4 <= count; r += 4) {
-    const float *b0 = rows[r] + offset, *b1 = rows[r + 1] + offset, *b2 = rows[r + 2] + offset, *b3 = rows[r + 3] + offset;
-    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-    for (int64_t i = 0; i < n8; i += 8) {
-      const __m256 av = _mm256_loadu_ps(a + i);
-      c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b0 + i), c0);
-      c1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b1 + i), c1);
-      c2 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b2 + i), c2);
-      c3 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b3 + i), c3);
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const float *a0 = queries[m], *a1 = queries[m + 1], *a2 = queries[m + 2], *a3 = queries[m + 3];
+    for (int64_t j = 0; j < count; ++j) {
+      const float* b = keys[j] + offset;
+      __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+      for (int64_t i = 0; i < n8; i += 8) {
+        const __m256 bv = _mm256_loadu_ps(b + i);
+        c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), bv, c0);
+        c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), bv, c1);
+        c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a2 + i), bv, c2);
+        c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a3 + i), bv, c3);
+      }
+      out[m * ld + j] = reduce_avx2(c0, a0, b, n8, n);
+      out[(m + 1) * ld + j] = reduce_avx2(c1, a1, b, n8, n);
+      out[(m + 2) * ld + j] = reduce_avx2(c2, a2, b, n8, n);
+      out[(m + 3) * ld + j] = reduce_avx2(c3, a3, b, n8, n);
     }
-    out[r] = reduce_avx2(c0, a, b0, n8, n);
-    out[r + 1] = reduce_avx2(c1, a, b1, n8, n);
-    out[r + 2] = reduce_avx2(c2, a, b2, n8, n);
-    out[r + 3] = reduce_avx2(c3, a, b3, n8, n);
   }
-  for (; r < count; ++r) out[r] = dot_avx2(a, rows[r] + offset, n);
+  // The last queries alone: four keys at a time, so four sums are still in flight.
+  for (; m < M; ++m) {
+    const float* a = queries[m];
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      const float *b0 = keys[j] + offset, *b1 = keys[j + 1] + offset, *b2 = keys[j + 2] + offset, *b3 = keys[j + 3] + offset;
+      __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+      for (int64_t i = 0; i < n8; i += 8) {
+        const __m256 av = _mm256_loadu_ps(a + i);
+        c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b0 + i), c0);
+        c1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b1 + i), c1);
+        c2 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b2 + i), c2);
+        c3 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b3 + i), c3);
+      }
+      out[m * ld + j] = reduce_avx2(c0, a, b0, n8, n);
+      out[m * ld + j + 1] = reduce_avx2(c1, a, b1, n8, n);
+      out[m * ld + j + 2] = reduce_avx2(c2, a, b2, n8, n);
+      out[m * ld + j + 3] = reduce_avx2(c3, a, b3, n8, n);
+    }
+    for (; j < count; ++j) out[m * ld + j] = dot_avx2(a, keys[j] + offset, n);
+  }
 }
 
-__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    __m256 acc[8];
-    for (auto& v : acc) v = _mm256_setzero_ps();
-    for (int64_t r = 0; r < count; ++r) {
-      const __m256 wr = _mm256_set1_ps(w[r]);
-      const float* x = rows[r] + offset + i;
+// Q queries' sums over NV registers of columns [i, i + 8·NV).
+template <int Q, int NV>
+__attribute__((target("avx2,fma"))) inline void weighted_block_avx2(const float* w, int64_t ld, const int64_t* counts, const float* const* rows,
+                                                                    int64_t offset, int64_t i, float* const* outs) {
+  int64_t common = counts[0], longest = counts[0];
+  for (int q = 1; q < Q; ++q) common = std::min(common, counts[q]), longest = std::max(longest, counts[q]);
+  // (Every loop over the tile unrolled: GCC keeps acc[][] in memory otherwise.)
+  __m256 acc[Q][NV];
+#pragma GCC unroll 4
+  for (int q = 0; q < Q; ++q)
 #pragma GCC unroll 8
-      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 8 * v), acc[v]);
+    for (int v = 0; v < NV; ++v) acc[q][v] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < common; ++j) {
+    const float* x = rows[j] + offset + i;
+    __m256 xv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) xv[v] = _mm256_loadu_ps(x + 8 * v);
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) {
+      const __m256 wq = _mm256_set1_ps(w[q * ld + j]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[q][v] = _mm256_fmadd_ps(wq, xv[v], acc[q][v]);
     }
-    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(out + i + 8 * v, acc[v]);
   }
-  for (; i + 8 <= n; i += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t r = 0; r < count; ++r) acc = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(rows[r] + offset + i), acc);
-    _mm256_storeu_ps(out + i, acc);
+  for (int64_t j = common; j < longest; ++j) {  // the rows only some queries reach (causal ends)
+    const float* x = rows[j] + offset + i;
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) {
+      if (j >= counts[q]) continue;
+      const __m256 wq = _mm256_set1_ps(w[q * ld + j]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[q][v] = _mm256_fmadd_ps(wq, _mm256_loadu_ps(x + 8 * v), acc[q][v]);
+    }
   }
-  for (; i < n; ++i) {
-    float acc = 0;
-    for (int64_t r = 0; r < count; ++r) acc = std::fma(w[r], rows[r][offset + i], acc);
-    out[i] = acc;
-  }
+#pragma GCC unroll 4
+  for (int q = 0; q < Q; ++q)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(outs[q] + i + 8 * v, acc[q][v]);
 }
 
-void axpy_scalar(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+// Blocks of 8 / Q registers a query: 8 sums in flight whatever Q (an fma's latency is 4 cycles at
+// 2 a cycle).
+template <int Q>
+__attribute__((target("avx2,fma"))) void weighted_queries_avx2(const float* w, int64_t ld, const int64_t* counts, const float* const* rows,
+                                                               int64_t offset, int64_t n, float* const* outs) {
+  constexpr int NV = 8 / Q;
+  int64_t i = 0;
+  for (; i + 8 * NV <= n; i += 8 * NV) weighted_block_avx2<Q, NV>(w, ld, counts, rows, offset, i, outs);
+  for (; i + 8 <= n; i += 8) weighted_block_avx2<Q, 1>(w, ld, counts, rows, offset, i, outs);
+  for (; i < n; ++i)
+    for (int q = 0; q < Q; ++q) {
+      float acc = 0;
+      for (int64_t j = 0; j < counts[q]; ++j) acc = std::fma(w[q * ld + j], rows[j][offset + i], acc);
+      outs[q][i] = acc;
+    }
+}
+
+__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, int64_t ld, const int64_t* counts, int64_t M, const float* const* rows,
+                                                            int64_t offset, int64_t n, float* const* outs) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) weighted_queries_avx2<4>(w + m * ld, ld, counts + m, rows, offset, n, outs + m);
+  for (; m + 2 <= M; m += 2) weighted_queries_avx2<2>(w + m * ld, ld, counts + m, rows, offset, n, outs + m);
+  for (; m < M; ++m) weighted_queries_avx2<1>(w + m * ld, ld, counts + m, rows, offset, n, outs + m);
 }
 
 }  // namespace
@@ -93,23 +150,31 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void dot_rows_scalar(const float* a, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
-  for (int64_t r = 0; r < count; ++r) out[r] = dot_scalar(a, rows[r] + offset, n);
+void dot_queries_scalar(const float* const* queries, int64_t M, const float* const* keys, int64_t offset, int64_t count, int64_t n, float* out,
+                        int64_t ld) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < count; ++j) out[m * ld + j] = dot_scalar(queries[m], keys[j] + offset, n);
 }
 
-void weighted_rows_scalar(const float* w, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
-  std::fill(out, out + n, 0.0f);
-  for (int64_t r = 0; r < count; ++r) axpy_scalar(w[r], rows[r] + offset, out, n);
+void weighted_rows_scalar(const float* w, int64_t ld, const int64_t* counts, int64_t M, const float* const* rows, int64_t offset, int64_t n,
+                          float* const* outs) {
+  for (int64_t m = 0; m < M; ++m) {
+    float* o = outs[m];
+    std::fill(o, o + n, 0.0f);
+    for (int64_t j = 0; j < counts[m]; ++j)
+      for (int64_t i = 0; i < n; ++i) o[i] = std::fma(w[m * ld + j], rows[j][offset + i], o[i]);
+  }
 }
 
 float dot(const float* a, const float* b, int64_t n) { return have_avx2() ? dot_avx2(a, b, n) : dot_scalar(a, b, n); }
 
-void dot_rows(const float* a, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
-  have_avx2() ? dot_rows_avx2(a, rows, offset, count, n, out) : dot_rows_scalar(a, rows, offset, count, n, out);
+void dot_queries(const float* const* queries, int64_t M, const float* const* keys, int64_t offset, int64_t count, int64_t n, float* out, int64_t ld) {
+  have_avx2() ? dot_queries_avx2(queries, M, keys, offset, count, n, out, ld) : dot_queries_scalar(queries, M, keys, offset, count, n, out, ld);
 }
 
-void weighted_rows(const float* w, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out) {
-  have_avx2() ? weighted_rows_avx2(w, rows, offset, count, n, out) : weighted_rows_scalar(w, rows, offset, count, n, out);
+void weighted_rows(const float* w, int64_t ld, const int64_t* counts, int64_t M, const float* const* rows, int64_t offset, int64_t n,
+                   float* const* outs) {
+  have_avx2() ? weighted_rows_avx2(w, ld, counts, M, rows, offset, n, outs) : weighted_rows_scalar(w, ld, counts, M, rows, offset, n, outs);
 }
 
 }  // namespace qwenrt::cpu

@@ -11,18 +11,24 @@ namespace qwenrt::cpu {
 // 8 by fmas in order.
 float dot(const float* a, const float* b, int64_t n);
 
-// out[r] = dot(a, rows[r] + offset, n) for r in [0, count): each exactly dot's sum, four rows at a
-// time so that four sums are in flight (one sum is a chain of dependent fmas).
-void dot_rows(const float* a, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out);
+// out[m·ld + j] = dot(queries[m], keys[j] + offset, n) for m in [0, M) and j in [0, count): each
+// exactly dot's sum; four queries at a time against each key, so a key is read once for four
+// queries and four sums are in flight (one sum is a chain of dependent fmas).
+void dot_queries(const float* const* queries, int64_t M, const float* const* keys, int64_t offset, int64_t count, int64_t n, float* out,
+                 int64_t ld);
 
-// out[i] = Σ_r w[r]·rows[r][offset + i] for i in [0, n): per element one fma per row in r order,
-// starting from 0 (so exactly `out = 0; for r: axpy(w[r], rows[r] + offset, out)`), with the
-// sums of a block of columns kept in registers over the rows.
-void weighted_rows(const float* w, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out);
+// outs[m][i] = Σ_{j < counts[m]} w[m·ld + j]·rows[j][offset + i] for m in [0, M), i in [0, n):
+// per element one fma per row in j order, starting from 0 (exactly `out = 0; for j: out += w·row`
+// in fmas, whatever M). Four queries' sums over a block of 16 columns stay in registers while the
+// rows stream, so a row block is read once for four queries.
+void weighted_rows(const float* w, int64_t ld, const int64_t* counts, int64_t M, const float* const* rows, int64_t offset, int64_t n,
+                   float* const* outs);
 
 // The forms above on the scalar twin, for the tests.
 float dot_scalar(const float* a, const float* b, int64_t n);
-void dot_rows_scalar(const float* a, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out);
-void weighted_rows_scalar(const float* w, const float* const* rows, int64_t offset, int64_t count, int64_t n, float* out);
+void dot_queries_scalar(const float* const* queries, int64_t M, const float* const* keys, int64_t offset, int64_t count, int64_t n, float* out,
+                        int64_t ld);
+void weighted_rows_scalar(const float* w, int64_t ld, const int64_t* counts, int64_t M, const float* const* rows, int64_t offset, int64_t n,
+                          float* const* outs);
 
 }  // namespace qwenrt::cpu

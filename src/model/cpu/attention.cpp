@@ -51,36 +51,67 @@ void attention_mix(const BlockContext& ctx, const AttentionWeights& w, int attn_
     }
   });
 
-  // Causal attention per (row, query head) over the cached rows [0, position].
+  // Causal attention over the cached rows [0, position] of each row. A work item is a block of up
+  // to kRowBlock consecutive rows of one sequence and the query heads of one kv head: each cached
+  // key and value row is read once for all of the block's queries. Every query's
+  // scores, softmax and weighted sum are the same arithmetic whatever block it is in (a decode row
+  // alone gets the bits it gets inside a window).
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   const int64_t group = Nq / Nkv;
-  ctx.pool.parallel_for(static_cast<std::size_t>(T * Nq), 1, [&](std::size_t i0, std::size_t i1) {
+  constexpr int64_t kRowBlock = 4;
+  // Too few blocks to keep every thread busy (a decode step): the query heads of a kv head go to
+  // items of their own, at the cost of reading its rows once per head.
+  int64_t heads_per_item = group;
+  int64_t blocks = 0;
+  for (const auto& sp : ctx.layout.spans) blocks += (sp.rows + kRowBlock - 1) / kRowBlock * Nkv;
+  if (blocks < 2 * ctx.pool.size()) heads_per_item = 1;
+  struct Item {
+    int64_t first_row, rows, first_head, heads;
+    int slot;
+  };
+  std::vector<Item> items;
+  for (const auto& sp : ctx.layout.spans)
+    for (int64_t r = 0; r < sp.rows; r += kRowBlock)
+      for (int64_t h = 0; h < Nq; h += heads_per_item) items.push_back({sp.first_row + r, std::min(kRowBlock, sp.rows - r), h, heads_per_item, sp.slot});
+  ctx.pool.parallel_for(items.size(), 1, [&](std::size_t i0, std::size_t i1) {
     std::vector<float> scores;
-    std::vector<const float*> keys, values;  // the cached rows 0..pos (paged: looked up once)
+    std::vector<const float*> keys, values, queries;  // the cached rows 0..last position (paged: looked up once)
+    std::vector<float*> outs;
+    std::vector<int64_t> counts;
     for (std::size_t i = i0; i < i1; ++i) {
-      const std::size_t r = i / static_cast<std::size_t>(Nq);
-      const int64_t h = static_cast<int64_t>(i % static_cast<std::size_t>(Nq)), hk = h / group;
-      const int64_t pos = ctx.layout.positions[r];
-      const int slot = row_slot[r];
-      const float* q = qg + (r * Nq + h) * 2 * Dh;
-      const auto n = static_cast<std::size_t>(pos + 1);
-      scores.resize(n);
-      keys.resize(n);
-      values.resize(n);
-      for (int64_t j = 0; j <= pos; ++j) {
-        keys[j] = ctx.cache.key(attn_layer, slot, j);
-        values[j] = ctx.cache.value(attn_layer, slot, j);
+      const Item& it = items[i];
+      const int64_t last = ctx.layout.positions[it.first_row + it.rows - 1], ld = last + 1, M = it.rows * it.heads;
+      const int64_t kv_head = it.first_head / group;
+      keys.resize(static_cast<std::size_t>(ld));
+      values.resize(static_cast<std::size_t>(ld));
+      for (int64_t j = 0; j <= last; ++j) {
+        keys[j] = ctx.cache.key(attn_layer, it.slot, j);
+        values[j] = ctx.cache.value(attn_layer, it.slot, j);
       }
-      cpu::dot_rows(q, keys.data(), hk * Dh, pos + 1, Dh, scores.data());
-      float mx = -INFINITY;
-      for (int64_t j = 0; j <= pos; ++j) mx = std::max(mx, scores[j] *= scale);
-      float sum = 0;
-      for (int64_t j = 0; j <= pos; ++j) sum += scores[j] = std::exp(scores[j] - mx);
-      for (int64_t j = 0; j <= pos; ++j) scores[j] /= sum;
-      float* o = attn + (r * Nq + h) * Dh;
-      cpu::weighted_rows(scores.data(), values.data(), hk * Dh, pos + 1, Dh, o);
-      const float* gate = q + Dh;
-      for (int64_t d = 0; d < Dh; ++d) o[d] *= cpu::sigmoid(gate[d]);
+      queries.clear();
+      outs.clear();
+      counts.clear();
+      for (int64_t r = it.first_row; r < it.first_row + it.rows; ++r)
+        for (int64_t h = it.first_head; h < it.first_head + it.heads; ++h) {
+          queries.push_back(qg + (r * Nq + h) * 2 * Dh);
+          outs.push_back(attn + (r * Nq + h) * Dh);
+          counts.push_back(ctx.layout.positions[r] + 1);
+        }
+      scores.resize(static_cast<std::size_t>(M * ld));
+      cpu::dot_queries(queries.data(), M, keys.data(), kv_head * Dh, ld, Dh, scores.data(), ld);
+      for (int64_t m = 0; m < M; ++m) {
+        float* s = &scores[m * ld];
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < counts[m]; ++j) mx = std::max(mx, s[j] *= scale);
+        float sum = 0;
+        for (int64_t j = 0; j < counts[m]; ++j) sum += s[j] = std::exp(s[j] - mx);
+        for (int64_t j = 0; j < counts[m]; ++j) s[j] /= sum;
+      }
+      cpu::weighted_rows(scores.data(), ld, counts.data(), M, values.data(), kv_head * Dh, Dh, outs.data());
+      for (int64_t m = 0; m < M; ++m) {
+        const float* gate = queries[m] + Dh;
+        for (int64_t d = 0; d < Dh; ++d) outs[m][d] *= cpu::sigmoid(gate[d]);
+      }
     }
   });
 }
