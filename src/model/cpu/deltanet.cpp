@@ -9,39 +9,6 @@
 
 namespace qwenrt {
 
-void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S) {
-  std::vector<float> kv_mem(static_cast<std::size_t>(dv));
-  for (int64_t t = 0; t < rows; ++t) {
-    const float* q = h.q + t * h.q_stride;
-    const float* k = h.k + t * h.k_stride;
-    const float* v = h.v + t * h.v_stride;
-    float* o = h.o + t * h.o_stride;
-    const float alpha = std::exp(h.g[t * h.gate_stride]), beta = h.beta[t * h.gate_stride];
-    // S ← αS, then w = Sᵀk.
-    std::fill(kv_mem.begin(), kv_mem.end(), 0.0f);
-    for (int64_t i = 0; i < dk; ++i) {
-      float* s = S + i * dv;
-      const float ki = k[i];
-      for (int64_t j = 0; j < dv; ++j) {
-        s[j] *= alpha;
-        kv_mem[j] += s[j] * ki;
-      }
-    }
-    // δ = β(v − w); S ← S + k δᵀ; o = Sᵀq (with the updated state).
-    for (int64_t j = 0; j < dv; ++j) kv_mem[j] = beta * (v[j] - kv_mem[j]);
-    std::fill(o, o + dv, 0.0f);
-    for (int64_t i = 0; i < dk; ++i) {
-      float* s = S + i * dv;
-      const float ki = k[i], qi = q[i];
-      for (int64_t j = 0; j < dv; ++j) {
-        s[j] += ki * kv_mem[j];
-        o[j] += s[j] * qi;
-      }
-    }
-    if (h.row_states) std::copy(S, S + dk * dv, h.row_states + t * h.row_state_stride);
-  }
-}
-
 void deltanet_mix(const BlockContext& ctx, const DeltaNetWeights& w, int gdn_layer, const float* qkv, const float* z, float* b, float* a, float* o) {
   const ModelConfig& c = ctx.config;
   const int64_t T = ctx.layout.total_rows;

@@ -27,10 +27,10 @@ struct DeltaRuleHead {
   float* row_states = nullptr;
   int64_t row_state_stride = 0;
 };
-void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state);
-// The chunked form (delta_rule_chunked.cpp): AVX2 where the CPU has it, else a scalar twin with the
-// same bits; `isa` forces one for the tests.
+// Both forms (delta_rule.cpp): AVX2 + FMA where the CPU has them, else a scalar twin with the same
+// bits; `isa` forces one for the tests. Denormals are flushed for their duration.
 enum class DeltaRuleIsa { Best, Avx2, Scalar };
+void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, DeltaRuleIsa isa = DeltaRuleIsa::Best);
 void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64,
                         DeltaRuleIsa isa = DeltaRuleIsa::Best);
 // Whether this CPU runs the AVX2 form.

@@ -89,33 +89,43 @@ TEST_P(DeltaRuleTest, RecurrentAndChunkedMatchDoubleReference) {
   }
 }
 
-// The AVX2 form and its scalar twin give the same bits, on shapes with and without column tails
+// The AVX2 forms and their scalar twins give the same bits, on shapes with and without column tails
 // and with decays strong enough to pass through the denormal range (flushed by both).
-TEST(DeltaRuleChunked, Avx2AndScalarGiveTheSameBits) {
+TEST(DeltaRule, Avx2AndScalarGiveTheSameBits) {
   if (!delta_rule_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
   for (const Case c : {Case{64, 128, 128, 64}, Case{150, 40, 44, 64}, Case{37, 12, 20, 8}}) {
     for (float decay : {2.0f, 60.0f}) {
       const Inputs in(c.T, c.dk, c.dv, decay, static_cast<unsigned>(c.T + c.dk * 7 + static_cast<int>(decay)));
       std::vector<float> S[2] = {in.S0, in.S0}, o[2] = {std::vector<float>(c.T * c.dv), std::vector<float>(c.T * c.dv)};
-      for (int i = 0; i < 2; ++i)
-        delta_rule_chunked(in.head(o[i].data()), c.T, c.dk, c.dv, S[i].data(), c.chunk, i == 0 ? DeltaRuleIsa::Avx2 : DeltaRuleIsa::Scalar);
-      EXPECT_EQ(0, std::memcmp(o[0].data(), o[1].data(), o[0].size() * sizeof(float))) << "output, T " << c.T << " decay " << decay;
-      EXPECT_EQ(0, std::memcmp(S[0].data(), S[1].data(), S[0].size() * sizeof(float))) << "state, T " << c.T << " decay " << decay;
+      for (bool chunked : {false, true}) {
+        for (int i = 0; i < 2; ++i) {
+          S[i] = in.S0;
+          const DeltaRuleIsa isa = i == 0 ? DeltaRuleIsa::Avx2 : DeltaRuleIsa::Scalar;
+          if (chunked) delta_rule_chunked(in.head(o[i].data()), c.T, c.dk, c.dv, S[i].data(), c.chunk, isa);
+          else delta_rule_recurrent(in.head(o[i].data()), c.T, c.dk, c.dv, S[i].data(), isa);
+        }
+        const char* form = chunked ? "chunked" : "recurrent";
+        EXPECT_EQ(0, std::memcmp(o[0].data(), o[1].data(), o[0].size() * sizeof(float))) << form << " output, T " << c.T << " decay " << decay;
+        EXPECT_EQ(0, std::memcmp(S[0].data(), S[1].data(), S[0].size() * sizeof(float))) << form << " state, T " << c.T << " decay " << decay;
+      }
     }
   }
 }
 
-// A head that decays by up to e^-60 a row: the chunk's decay factors underflow (through the
-// denormal range, flushed) and the state forgets; still the recurrence's values.
-TEST(DeltaRuleChunked, StrongDecayMatchesDoubleReference) {
+// A head that decays by up to e^-60 a row: the decay factors underflow (through the denormal range,
+// flushed) and the state forgets; both forms still give the recurrence's values.
+TEST(DeltaRule, StrongDecayMatchesDoubleReference) {
   const int64_t T = 100, dk = 16, dv = 24;
   const Inputs in(T, dk, dv, 60.0f, 5);
   std::vector<double> Sd, od;
   in.reference_run(Sd, od);
-  std::vector<float> S = in.S0, o(T * dv);
-  delta_rule_chunked(in.head(o.data()), T, dk, dv, S.data(), 64);
-  EXPECT_LT(relative_l2(o, od), 1e-5);
-  EXPECT_LT(relative_l2(S, Sd), 1e-5);
+  for (bool chunked : {false, true}) {
+    std::vector<float> S = in.S0, o(T * dv);
+    if (chunked) delta_rule_chunked(in.head(o.data()), T, dk, dv, S.data(), 64);
+    else delta_rule_recurrent(in.head(o.data()), T, dk, dv, S.data());
+    EXPECT_LT(relative_l2(o, od), 1e-5) << (chunked ? "chunked" : "recurrent");
+    EXPECT_LT(relative_l2(S, Sd), 1e-5) << (chunked ? "chunked" : "recurrent");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeltaRuleTest,
