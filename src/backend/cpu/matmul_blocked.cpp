@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_blocked_driver.h"
 
 namespace qwenrt::cpu {
@@ -89,8 +90,6 @@ constexpr Micro kMicro[kTileX][kTileW] = {{T<1, 1>::fn, T<1, 2>::fn, T<1, 3>::fn
                                           {T<3, 1>::fn, T<3, 2>::fn, T<3, 3>::fn},
                                           {T<4, 1>::fn, T<4, 2>::fn, T<4, 3>::fn}};
 
-// The row kernels' reduction order (hsum8 in matmul_dense.cpp).
-inline float reduce_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
 // Per-thread scratch, 32-byte aligned for the panel loads.
 float* scratch(std::vector<float>& v, std::size_t floats) {

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_formats.h"
 
 namespace qwenrt::cpu {
 
 namespace {
-
-inline float reduce_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
 __attribute__((target("avx2,fma"))) float reduce_avx2(__m256 acc, const float* a, const float* b, int64_t n8, int64_t n) {
   alignas(32) float l[8];
@@ -28,48 +27,43 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return reduce_avx2(acc, a, b, n8, n);
 }
 
+// Four dot products at once, so four chains of fmas are in flight: (a[p], b[p]) for p < 4, each
+// exactly dot's sum. One side is the same vector for all four (a with kSharedA, else b), loaded
+// once an iteration.
+template <bool kSharedA>
+__attribute__((target("avx2,fma"))) inline void dot4_avx2(const float* const (&a)[4], const float* const (&b)[4], int64_t n, float (&out)[4]) {
+  const int64_t n8 = n / 8 * 8;
+  __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 shared = _mm256_loadu_ps((kSharedA ? a[0] : b[0]) + i);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) c[p] = _mm256_fmadd_ps(shared, _mm256_loadu_ps((kSharedA ? b[p] : a[p]) + i), c[p]);
+  }
+  for (int p = 0; p < 4; ++p) out[p] = reduce_avx2(c[p], a[p], b[p], n8, n);
+}
+
 __attribute__((target("avx2,fma"))) void dot_queries_avx2(const float* const* queries, int64_t M, const float* const* keys, int64_t offset,
                                                           int64_t count, int64_t n, float* out, int64_t ld) {
-  const int64_t n8 = n / 8 * 8;
   int64_t m = 0;
-  for (; m + 4 <= M; m += 4) {
-    const float *a0 = queries[m], *a1 = queries[m + 1], *a2 = queries[m + 2], *a3 = queries[m + 3];
+  for (; m + 4 <= M; m += 4) {  // four queries against each key
+    const float* const a[4] = {queries[m], queries[m + 1], queries[m + 2], queries[m + 3]};
     for (int64_t j = 0; j < count; ++j) {
-      const float* b = keys[j] + offset;
-      __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-      for (int64_t i = 0; i < n8; i += 8) {
-        const __m256 bv = _mm256_loadu_ps(b + i);
-        c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), bv, c0);
-        c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), bv, c1);
-        c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a2 + i), bv, c2);
-        c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a3 + i), bv, c3);
-      }
-      out[m * ld + j] = reduce_avx2(c0, a0, b, n8, n);
-      out[(m + 1) * ld + j] = reduce_avx2(c1, a1, b, n8, n);
-      out[(m + 2) * ld + j] = reduce_avx2(c2, a2, b, n8, n);
-      out[(m + 3) * ld + j] = reduce_avx2(c3, a3, b, n8, n);
+      const float* const b[4] = {keys[j] + offset, keys[j] + offset, keys[j] + offset, keys[j] + offset};
+      float s[4];
+      dot4_avx2<false>(a, b, n, s);
+      for (int p = 0; p < 4; ++p) out[(m + p) * ld + j] = s[p];
     }
   }
-  // The last queries alone: four keys at a time, so four sums are still in flight.
-  for (; m < M; ++m) {
-    const float* a = queries[m];
+  for (; m < M; ++m) {  // the last queries alone, against four keys at a time
+    const float* const a[4] = {queries[m], queries[m], queries[m], queries[m]};
     int64_t j = 0;
     for (; j + 4 <= count; j += 4) {
-      const float *b0 = keys[j] + offset, *b1 = keys[j + 1] + offset, *b2 = keys[j + 2] + offset, *b3 = keys[j + 3] + offset;
-      __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-      for (int64_t i = 0; i < n8; i += 8) {
-        const __m256 av = _mm256_loadu_ps(a + i);
-        c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b0 + i), c0);
-        c1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b1 + i), c1);
-        c2 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b2 + i), c2);
-        c3 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b3 + i), c3);
-      }
-      out[m * ld + j] = reduce_avx2(c0, a, b0, n8, n);
-      out[m * ld + j + 1] = reduce_avx2(c1, a, b1, n8, n);
-      out[m * ld + j + 2] = reduce_avx2(c2, a, b2, n8, n);
-      out[m * ld + j + 3] = reduce_avx2(c3, a, b3, n8, n);
+      const float* const b[4] = {keys[j] + offset, keys[j + 1] + offset, keys[j + 2] + offset, keys[j + 3] + offset};
+      float s[4];
+      dot4_avx2<true>(a, b, n, s);
+      for (int p = 0; p < 4; ++p) out[m * ld + j + p] = s[p];
     }
-    for (; j < count; ++j) out[m * ld + j] = dot_avx2(a, keys[j] + offset, n);
+    for (; j < count; ++j) out[m * ld + j] = dot_avx2(a[0], keys[j] + offset, n);
   }
 }
 

@@ -75,18 +75,20 @@ void attention_mix(const BlockContext& ctx, const AttentionWeights& w, int attn_
       for (int64_t h = 0; h < Nq; h += heads_per_item) items.push_back({sp.first_row + r, std::min(kRowBlock, sp.rows - r), h, heads_per_item, sp.slot});
   ctx.pool.parallel_for(items.size(), 1, [&](std::size_t i0, std::size_t i1) {
     std::vector<float> scores;
-    std::vector<const float*> keys, values, queries;  // the cached rows 0..last position (paged: looked up once)
+    // The cached rows 0..last position of the slot in hand (paged: each looked up once per thread;
+    // a thread's items are consecutive, so mostly of one sequence, in growing blocks).
+    std::vector<const float*> keys, values, queries;
+    int keys_slot = -1;
     std::vector<float*> outs;
     std::vector<int64_t> counts;
     for (std::size_t i = i0; i < i1; ++i) {
       const Item& it = items[i];
       const int64_t last = ctx.layout.positions[it.first_row + it.rows - 1], ld = last + 1, M = it.rows * it.heads;
       const int64_t kv_head = it.first_head / group;
-      keys.resize(static_cast<std::size_t>(ld));
-      values.resize(static_cast<std::size_t>(ld));
-      for (int64_t j = 0; j <= last; ++j) {
-        keys[j] = ctx.cache.key(attn_layer, it.slot, j);
-        values[j] = ctx.cache.value(attn_layer, it.slot, j);
+      if (it.slot != keys_slot) keys.clear(), values.clear(), keys_slot = it.slot;
+      for (auto j = static_cast<int64_t>(keys.size()); j <= last; ++j) {
+        keys.push_back(ctx.cache.key(attn_layer, it.slot, j));
+        values.push_back(ctx.cache.value(attn_layer, it.slot, j));
       }
       queries.clear();
       outs.clear();

@@ -10,7 +10,7 @@
 // twin that does the same fmas on 8 lanes in the same order, so both give the same bits. Each
 // product over the columns keeps a block of 4 registers of its output row in registers and runs
 // over the rows it sums (every output element sums its terms in the one order of the definition
-// above); the dot products over dk use 8 lane sums reduced in a fixed order, then the tail.
+// above); the dot products over dk are cpu::dot's (8 lane sums in the fixed order, then the tail).
 //
 // Denormals: a head that decays fast drives exp(γ_r − γ_s) and the decayed keys and state through
 // the float denormal range (below 1.2e-38) within a chunk, and every arithmetic operation on a
@@ -25,13 +25,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/matmul_formats.h"
+#include "backend/cpu/vector_ops.h"
 #include "model/cpu/deltanet.h"
 
 namespace qwenrt {
 namespace {
-
-// Lane sums reduced as the row kernels reduce theirs: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-inline float reduce_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
 struct ScalarLanes {
   struct V {
@@ -100,11 +99,6 @@ struct Lanes {
 #pragma GCC pop_options
 #endif
 
-bool have_avx2_fma() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
 // FTZ and DAZ for the scope (see the top of the file).
 class FlushDenormals {
  public:
@@ -122,7 +116,7 @@ class FlushDenormals {
 void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S, int64_t chunk, DeltaRuleIsa isa) {
   if (rows <= 0) return;
   const FlushDenormals flush;
-  const bool simd = isa == DeltaRuleIsa::Best ? have_avx2_fma() : isa == DeltaRuleIsa::Avx2;
+  const bool simd = isa == DeltaRuleIsa::Best ? cpu::have_avx2() : isa == DeltaRuleIsa::Avx2;
   if (simd) avx2::chunked(h, rows, dk, dv, S, chunk);
   else scalar::chunked(h, rows, dk, dv, S, chunk);
 }
@@ -130,11 +124,9 @@ void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_
 void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* S, DeltaRuleIsa isa) {
   if (rows <= 0) return;
   const FlushDenormals flush;
-  const bool simd = isa == DeltaRuleIsa::Best ? have_avx2_fma() : isa == DeltaRuleIsa::Avx2;
+  const bool simd = isa == DeltaRuleIsa::Best ? cpu::have_avx2() : isa == DeltaRuleIsa::Avx2;
   if (simd) avx2::recurrent(h, rows, dk, dv, S);
   else scalar::recurrent(h, rows, dk, dv, S);
 }
-
-bool delta_rule_has_avx2() { return have_avx2_fma(); }
 
 }  // namespace qwenrt

@@ -33,7 +33,5 @@ enum class DeltaRuleIsa { Best, Avx2, Scalar };
 void delta_rule_recurrent(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, DeltaRuleIsa isa = DeltaRuleIsa::Best);
 void delta_rule_chunked(const DeltaRuleHead& h, int64_t rows, int64_t dk, int64_t dv, float* state, int64_t chunk = 64,
                         DeltaRuleIsa isa = DeltaRuleIsa::Best);
-// Whether this CPU runs the AVX2 form.
-bool delta_rule_has_avx2();
 
 }  // namespace qwenrt

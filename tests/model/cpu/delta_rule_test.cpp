@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/ops.h"
 #include "model/cpu/deltanet.h"
 
@@ -92,7 +93,7 @@ TEST_P(DeltaRuleTest, RecurrentAndChunkedMatchDoubleReference) {
 // The AVX2 forms and their scalar twins give the same bits, on shapes with and without column tails
 // and with decays strong enough to pass through the denormal range (flushed by both).
 TEST(DeltaRule, Avx2AndScalarGiveTheSameBits) {
-  if (!delta_rule_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+  if (!cpu::have_avx2()) GTEST_SKIP() << "this CPU has no AVX2 and FMA";
   for (const Case c : {Case{64, 128, 128, 64}, Case{150, 40, 44, 64}, Case{37, 12, 20, 8}}) {
     for (float decay : {2.0f, 60.0f}) {
       const Inputs in(c.T, c.dk, c.dv, decay, static_cast<unsigned>(c.T + c.dk * 7 + static_cast<int>(decay)));
