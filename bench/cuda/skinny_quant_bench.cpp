@@ -3,7 +3,8 @@
 // fraction of the copy bandwidth measured in the same run, beside the bf16 skinny GEMM on the same
 // shape. q4 runs in the tensor-core tiles the uploader makes ("q4 g64") and in rows ("q4 rows",
 // the warp-per-row kernel, for comparison).
-//   cuda_skinny_quant_bench [--quick]
+//   cuda_skinny_quant_bench [--quick] [FORMAT]    (--quick: one activation row; FORMAT: one of
+//                                                  the formats below, e.g. "q4 g64", alone)
 // Weights are rotated among enough copies that the L2 never holds them, as in a decode step.
 #include <cstdio>
 #include <cstring>
@@ -85,6 +86,7 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
 
 int main(int argc, char** argv) try {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const char* only = argc > 2 ? argv[2] : nullptr;
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
   std::printf("device %s, %d SMs; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, copy);
@@ -122,6 +124,7 @@ int main(int argc, char** argv) try {
         cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, workspace);
       }));
     for (const Format& f : formats) {
+      if (only && f.name != std::string(only)) continue;
       std::vector<Packed> w;
       w.push_back(make(f, s, 1));
       const auto qbytes = static_cast<std::size_t>(cuda::quant_matrix_bytes(w[0].m));
