@@ -8,6 +8,7 @@
 // Weights are rotated among enough copies that the L2 never holds them, as in a decode step.
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,20 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const char* only = argc > 2 ? argv[2] : nullptr;
+  bool quick = false;
+  const char* only = nullptr;  // one format's name, or every format
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else only = argv[i];
+  }
+  std::vector<Format> formats = {{"q4 g64", cuda::QuantKind::Affine4, 4, true},
+                                 {"q4 rows", cuda::QuantKind::Affine4, 4, false},
+                                 {"q8 g64", cuda::QuantKind::Affine8, 8},
+                                 {"fp8 128", cuda::QuantKind::Fp8, 0}};
+  if (only) {
+    std::erase_if(formats, [&](const Format& f) { return only != std::string(f.name); });
+    if (formats.empty()) throw std::runtime_error(std::string("no format \"") + only + "\" (q4 g64, q4 rows, q8 g64, fp8 128)");
+  }
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);
   std::printf("device %s, %d SMs; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(), dev.multiprocessors, copy);
@@ -94,10 +107,6 @@ int main(int argc, char** argv) try {
       {"27b ffn up (17408x5120)", 17408, 5120}, {"27b ffn down (5120x17408)", 5120, 17408}, {"27b head (248320x5120)", 248320, 5120},
       {"9b ffn up (12288x4096)", 12288, 4096},  {"0.8b ffn down (1024x3584)", 1024, 3584},
   };
-  const std::vector<Format> formats = {{"q4 g64", cuda::QuantKind::Affine4, 4, true},
-                                       {"q4 rows", cuda::QuantKind::Affine4, 4, false},
-                                       {"q8 g64", cuda::QuantKind::Affine8, 8},
-                                       {"fp8 128", cuda::QuantKind::Fp8, 0}};
   const std::vector<int64_t> batches = quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 4, 8};
   cuda::DeviceBuffer x(static_cast<std::size_t>(8 * 17408) * 2);
   cuda::fill_uniform_bf16(x.as<__nv_bfloat16>(), static_cast<std::size_t>(8 * 17408), 1.0f, 7, nullptr);
@@ -124,7 +133,6 @@ int main(int argc, char** argv) try {
         cuda::skinny_gemm(x.as<__nv_bfloat16>(), n, s.k, s.k, {&seg, 1}, st, workspace);
       }));
     for (const Format& f : formats) {
-      if (only && f.name != std::string(only)) continue;
       std::vector<Packed> w;
       w.push_back(make(f, s, 1));
       const auto qbytes = static_cast<std::size_t>(cuda::quant_matrix_bytes(w[0].m));

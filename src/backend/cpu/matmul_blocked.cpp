@@ -90,7 +90,6 @@ constexpr Micro kMicro[kTileX][kTileW] = {{T<1, 1>::fn, T<1, 2>::fn, T<1, 3>::fn
                                           {T<3, 1>::fn, T<3, 2>::fn, T<3, 3>::fn},
                                           {T<4, 1>::fn, T<4, 2>::fn, T<4, 3>::fn}};
 
-
 // Per-thread scratch, 32-byte aligned for the panel loads.
 float* scratch(std::vector<float>& v, std::size_t floats) {
   if (v.size() < floats + 8) v.resize(floats + 8);
