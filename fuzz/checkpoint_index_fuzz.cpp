@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -35,11 +36,20 @@ const fs::path& work_dir() {
     for (const auto& e : fs::directory_iterator(fixture()))
       if (e.path().extension() == ".safetensors" || e.path().filename() == "config.json") fs::copy_file(e.path(), d / e.path().filename());
     if (!fs::exists(d / "config.json")) std::abort();  // the fixture is missing: nothing to fuzz against
-    fs::copy_file(d / "config.json", d / "config.json.orig");
     std::atexit([] { fs::remove_all(work_dir()); });
     return d;
   }();
   return dir;
+}
+
+// The fixture's config.json, kept in memory: restored with a plain write each run (copy_file's
+// sendfile can fail with EINTR under libFuzzer's signals, which was a harness crash, not a finding).
+const std::string& original_config() {
+  static const std::string text = [] {
+    std::ifstream in(work_dir() / "config.json", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  return text;
 }
 
 void write(const fs::path& p, const char* data, std::size_t size) {
@@ -51,12 +61,13 @@ void write(const fs::path& p, const char* data, std::size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fs::path& dir = work_dir();
+  const std::string& config = original_config();
   const char* bytes = reinterpret_cast<const char*>(data);
   const void* nul = std::memchr(bytes, 0, size);
   const std::size_t index_size = nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - bytes) : size;
   write(dir / "model.safetensors.index.json", bytes, index_size);
   if (nul) write(dir / "config.json", bytes + index_size + 1, size - index_size - 1);
-  else fs::copy_file(dir / "config.json.orig", dir / "config.json", fs::copy_options::overwrite_existing);
+  else write(dir / "config.json", config.data(), config.size());
   try {
     const qwenrt::CheckpointDir ckpt(dir);
     for (const auto& [name, t] : ckpt.tensors()) {
