@@ -4,10 +4,11 @@
 Usage:
     python3 tools/train_demo/loop_check.py --model models/NAME --qwenrt BIN [--tokens 200] [--json OUT]
 
-For each of samples.py's chat questions (thinking as the template defaults, and without), qwenrt
-decodes greedily up to --tokens tokens (stopping at the generation config's stop tokens) and the
-output is searched for a short loop: a period p <= MAX_PERIOD whose last REPEATS repetitions end
-the output. Prints one line a question; exit status 1 when any output loops.
+For each of samples.py's chat questions and its LOOP_QUESTIONS (questions no card shows, to judge
+the model on more than its samples), with thinking and without, qwenrt decodes greedily up to
+--tokens tokens (stopping at the generation config's stop tokens) and the output is searched for a
+short loop (unlikelihood.loop_period: a period of at most 16 tokens repeated 4 times at the end).
+Prints one line a question and a count; exit status 1 when any output loops.
 """
 
 from __future__ import annotations
@@ -21,19 +22,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from samples import CHATS  # noqa: E402
-
-MAX_PERIOD = 16
-REPEATS = 4
-
-
-def loop_period(tokens: list[int]) -> int | None:
-    """The smallest period p <= MAX_PERIOD such that the last REPEATS * p tokens repeat with period p."""
-    for p in range(1, MAX_PERIOD + 1):
-        tail = tokens[-REPEATS * p:]
-        if len(tail) == REPEATS * p and all(tail[i] == tail[i % p] for i in range(len(tail))):
-            return p
-    return None
+from samples import CHATS, LOOP_QUESTIONS  # noqa: E402
+from unlikelihood import loop_period  # noqa: E402
 
 
 def main() -> None:
@@ -46,8 +36,8 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(args.model)
     stops = json.loads((args.model / "generation_config.json").read_text())["eos_token_id"]
     results = []
-    for question, think in CHATS:
-        for thinking in sorted({think, not think}, reverse=True):
+    for question in [q for q, _ in CHATS] + LOOP_QUESTIONS:
+        for thinking in (True, False):
             prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
                                              add_generation_prompt=True, enable_thinking=thinking)
             ids = tok(prompt)["input_ids"]
@@ -62,6 +52,8 @@ def main() -> None:
             print(f"{'think' if thinking else 'plain':5s} {question!r}: {len(out)} tokens, "
                   f"{'LOOP of ' + str(period) if period else 'no short loop'}"
                   + (f", think block {'closed' if '</think>' in text else 'NOT closed'}" if thinking else ""))
+    loops = sum(1 for r in results if r["loop_period"])
+    print(f"{loops} of {len(results)} outputs end in a short loop")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     sys.exit(1 if any(r["loop_period"] for r in results) else 0)

@@ -197,13 +197,20 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=here / "data")
     ap.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
     ap.add_argument("--template", type=Path, help="Qwen 3.5's chat_template.jinja (default: shared/ above this folder)")
+    ap.add_argument("--tokenizer", type=Path, help="encode with this folder's tokenizer.json (a shipped model's) instead of "
+                                                   "training one: the streams for a continued run of that model")
     args = ap.parse_args()
     if not len(ADDED_TOKENS) + 256 < args.vocab_size <= 65536:
         ap.error("--vocab-size: more than the 256 bytes and 33 added tokens, at most 65,536 (tokens are stored as uint16)")
     template = (args.template or chat_render.find_template()).read_text("utf-8")
 
     docs = {split: read_docs(args.work / f"corpus/{split}.jsonl") for split in ("train", "val", "test")}
-    tok = build_tokenizer(docs["train"], args.vocab_size)
+    if args.tokenizer:
+        tok = Tokenizer.from_file(str(args.tokenizer / "tokenizer.json"))
+        if tok.get_vocab_size() != args.vocab_size:
+            ap.error(f"--tokenizer: {tok.get_vocab_size()} tokens, but --vocab-size is {args.vocab_size}")
+    else:
+        tok = build_tokenizer(docs["train"], args.vocab_size)
     save_tokenizer(tok, args.data / "tokenizer", template)
     # Reload from disk so the shards are made by exactly the saved file.
     tok = Tokenizer.from_file(str(args.data / "tokenizer/tokenizer.json"))

@@ -34,6 +34,40 @@ CHATS = [
     ("What does John 3:16 say?", False),
     ("Hello, who are you?", True),
 ]
+# Questions no card shows: loop_check.py judges greedy decoding on these too (issue 30: no short
+# loops within 200 tokens on unseen questions, not just on the card's).
+LOOP_QUESTIONS = [
+    'What does "ephemeral" mean?',
+    'What does the word "ubiquitous" mean?',
+    'Define "melancholy".',
+    'What is a "kludge"?',
+    'What does "hacker" mean in the Jargon File?',
+    'What does Genesis 1:1 say?',
+    'What does Psalm 23:1 say?',
+    'Who was Moses?',
+    'Tell me about King David.',
+    'What does the Python function len() do?',
+    'What does str.split() do in Python?',
+    'How do I read a file in Python?',
+    'What does the SQLite function length(X) do?',
+    'What is a SQLite index?',
+    'How do I create a table in SQLite?',
+    'What is the capital of France?',
+    'Write a short poem about the sea.',
+    'What is love?',
+    'Explain recursion.',
+    'What does the Devil\'s Dictionary say about "lawyer"?',
+    'What does "cynic" mean?',
+    'Tell me about Jerusalem.',
+    'What does Romans 8:28 say?',
+    'What does the Python module itertools provide?',
+    'What does "abandon" mean?',
+    'Tell me about the apostle Paul.',
+    'What is the meaning of "grace"?',
+    'How are you today?',
+    'What does the SQLite function substr() do?',
+    'What does list.append() do?',
+]
 SEED = 0
 
 

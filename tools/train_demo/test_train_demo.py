@@ -20,8 +20,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import chat_render  # noqa: E402
 import conversations  # noqa: E402
-import loop_check  # noqa: E402
 import qwen35_demo as demo  # noqa: E402
+import unlikelihood as ul  # noqa: E402
 from make_tokenizer import ROLE_PROMPT, ROLE_REPLY, encode_stream  # noqa: E402
 from qa_sources import QA, first_sentences  # noqa: E402
 
@@ -122,10 +122,45 @@ def test_demo16m_has_the_released_heads_and_fits_32_mb():
 
 
 def test_loop_period_and_first_sentences():
-    assert loop_check.loop_period([5, 6, 7] + [1, 2] * 4) == 2
-    assert loop_check.loop_period(list(range(40))) is None
+    assert ul.loop_period([5, 6, 7] + [1, 2] * 4) == 2
+    assert ul.loop_period(list(range(40))) is None
+    assert ul.loop_period([1, 2] * 3) is None   # three repetitions are not yet a loop
     assert first_sentences("One. Two. Three is longer.", 10) == "One. Two."
     assert np.isclose(conversations.fraction("x"), conversations.fraction("x"))
+
+
+def test_repeat_mask_marks_repeated_ngrams_up_to_the_stop_token():
+    tokens = torch.tensor([[1, 2, 3, 4, 9, 1, 2, 3, 4, 7, 7],      # 1 2 3 4 again at 5..8
+                           [5, 6, 7, 8, 0, 5, 6, 7, 8, 5, 6]])     # stop (0) at 4: nothing after counts
+    lengths = ul.valid_lengths(tokens, [0])
+    assert lengths.tolist() == [11, 5]
+    mask = ul.repeat_mask(tokens, lengths, n=4)
+    assert mask[0].tolist() == [False] * 5 + [True] * 4 + [False] * 2
+    assert not mask[1].any()
+    run = torch.tensor([[3] * 7])                                    # one token repeated: all but the first 4-gram
+    assert ul.repeat_mask(run, ul.valid_lengths(run, [0]), n=4)[0].tolist() == [False] + [True] * 6
+
+
+def test_greedy_continue_with_the_cache_equals_full_forwards():
+    """The cached decode loop picks what argmax over full forwards picks (DeltaNet state and
+    attention cache carried correctly), and the unlikelihood loss has a gradient."""
+    dims = demo.Dims(vocab_size=300, **demo.SIZES["tiny256"])
+    model = demo.build(dims, {"<|endoftext|>": 299}, seed=3).eval()
+    with torch.no_grad():
+        for p in model.parameters():   # sharper logits than the init's, so argmax ties cannot blur the check
+            p.mul_(4.0) if p.ndim >= 2 else None
+    prompts = torch.randint(0, 299, (2, 9), generator=torch.Generator().manual_seed(0))
+    cont = ul.greedy_continue(model.lm, prompts, 12)
+    seq = prompts
+    with torch.no_grad():
+        for _ in range(12):
+            seq = torch.cat([seq, model.lm(input_ids=seq, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(cont, seq[:, 9:])
+    loss, repeated = ul.unlikelihood_loss(model.lm, prompts, cont, ul.valid_lengths(cont, [299]))
+    loss.backward()
+    assert 0.0 <= repeated <= 1.0 and loss.item() >= 0.0
+    if repeated > 0:
+        assert model.lm.model.embed_tokens.weight.grad.abs().sum() > 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,12 @@ Recipe (see models/*/README.md for the numbers of the shipped run):
   * every EVAL_EVERY steps the weighted main loss on a fixed slice of the validation stream; the
     weights with the lowest value are kept, and the run stops once PATIENCE evaluations in a row
     have not improved on it (early stopping: repeated passes over a small corpus overfit);
+  * --unlikelihood-every K: after every K-th step, one more update on the model's own greedy
+    continuations of training contexts with the sequence-level unlikelihood loss (unlikelihood.py:
+    repeated 4-grams pushed down), the cure for greedy loops; such runs keep the last weights
+    (--select last), since the validation objective alone would prefer the loops;
+  * the loop rate (greedy continuations of held-back contexts ending in a short loop within 200
+    tokens) of the starting and the final weights, on the test split;
   * the kept weights are rounded to the checkpoint dtypes before the final metrics, so the numbers
     describe the shipped file; they are measured on the held-back test split (the model card's
     slice, never used for selection) and on the validation split.
@@ -55,6 +61,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import qwen35_demo as demo  # noqa: E402
+import unlikelihood as ul  # noqa: E402
 from make_tokenizer import load_stream  # noqa: E402
 
 SEQ_LEN = 1024
@@ -69,6 +76,8 @@ PATIENCE = 4          # evaluations without a better validation loss before the 
 EVAL_EVERY = 100
 MAX_EPOCHS = 12       # --time-budget never plans more passes over the data than this
 SELECT_WINDOWS = 64   # validation windows used to pick the best weights during training
+UL_BATCH = 128        # greedy continuations per unlikelihood step
+SELECT_LOOP_PROMPTS = 128   # validation prompts whose greedy loop rate every evaluation logs (unlikelihood runs)
 
 
 def log(msg: str) -> None:
@@ -248,12 +257,34 @@ def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr
     return main.detach(), mtp.detach()
 
 
+def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int],
+                      lr: float) -> tuple[torch.Tensor, float]:
+    """One update of the sequence-level unlikelihood loss on UL_BATCH greedy continuations."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    prompts = ul.sample_prompts(train.stream, ends, UL_BATCH, gen)
+    continuation = ul.greedy_continue(model.lm, prompts, ul.CONTINUATION)
+    loss, repeated = ul.unlikelihood_loss(model.lm, prompts, continuation, ul.valid_lengths(continuation, stop_ids))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach(), repeated
+
+
+def loop_prompts(split: Split, roles: dict, count: int, seed: int) -> torch.Tensor:
+    """A fixed set of `count` held-out contexts for the loop rate (most before a reply)."""
+    ends = ul.prompt_ends(split.roles, roles["reply"], roles["text"])
+    return ul.sample_prompts(split.stream, ends, count, torch.Generator().manual_seed(seed))
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
 
 
-def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: dict, device) -> tuple[int, dict]:
+def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: dict, stop_ids: list[int],
+                    device) -> tuple[int, dict]:
     """Time a few steps and one selection eval on a throwaway model; steps that fit the budget."""
     model = demo.build(dims, special_ids, args.seed).to(device)
     opt = make_optimizer(model, device)
@@ -267,19 +298,32 @@ def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: di
         train_step(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
     sync(device)
     step_time = (time.perf_counter() - t0) / n
+    ul_time = 0.0
+    if args.unlikelihood_every:
+        ends, gen = ul.prompt_ends(train.roles, roles["reply"], roles["text"]), torch.Generator().manual_seed(args.seed + 2)
+        unlikelihood_step(model, opt, train, ends, gen, stop_ids, 1e-4)   # warm-up
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(2):
+            unlikelihood_step(model, opt, train, ends, gen, stop_ids, 1e-4)
+        sync(device)
+        ul_time = (time.perf_counter() - t0) / 2
     t0 = time.perf_counter()
     evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
+    if args.unlikelihood_every:
+        ul.loop_rate(model.lm, loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0), stop_ids)
     sync(device)
     eval_time = time.perf_counter() - t0
     del model, opt
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    per_step = step_time + eval_time / args.eval_every
+    per_step = step_time + eval_time / args.eval_every + (ul_time / args.unlikelihood_every if args.unlikelihood_every else 0)
     fit = max(1, int(args.time_budget / per_step))
     # Past ~12 passes repeated data stops paying (Muennighoff et al. 2023, data-constrained
     # scaling); a faster machine then finishes early instead of overfitting.
     cap = int(MAX_EPOCHS * train.stream.numel() / (args.batch * args.seq_len))
-    return min(fit, cap), {"step_s": step_time, "select_eval_s": eval_time, "steps_that_fit": fit, "epoch_cap": cap}
+    return min(fit, cap), {"step_s": step_time, "unlikelihood_step_s": ul_time, "select_eval_s": eval_time,
+                           "steps_that_fit": fit, "epoch_cap": cap}
 
 
 def main() -> None:
@@ -301,11 +345,19 @@ def main() -> None:
     ap.add_argument("--init", type=Path, help="start from this model.safetensors (a shipped demo model) instead of random "
                                               "weights: a continued run, with a fresh optimizer and LR schedule")
     ap.add_argument("--peak-lr", type=float, default=PEAK_LR, help="the schedule's peak learning rate (lower for --init runs)")
+    ap.add_argument("--unlikelihood-every", type=int, default=0, metavar="K",
+                    help="after every K-th step one sequence-level unlikelihood update on greedy continuations (0: none)")
+    ap.add_argument("--select", choices=("best", "last"), help="keep the weights with the best validation objective, or the "
+                                                             "last ones (default: last with --unlikelihood-every, else best)")
+    ap.add_argument("--loop-prompts", type=int, default=256, help="held-back contexts for the loop rate of the first and final weights")
     ap.add_argument("--deadline", type=float, help="safety stop: leave the loop this many seconds after the start "
                                                    "(recorded as stopped_early; the run then no longer follows --steps)")
     args = ap.parse_args()
     if (args.steps is None) == (args.time_budget is None):
         ap.error("give exactly one of --steps and --time-budget")
+    if args.unlikelihood_every < 0:
+        ap.error("--unlikelihood-every: 0 (off) or a positive step interval")
+    args.select = args.select or ("last" if args.unlikelihood_every else "best")
 
     t_start = time.perf_counter()
     device = torch.device(args.device)
@@ -316,6 +368,7 @@ def main() -> None:
 
     meta = json.loads((args.data / "meta.json").read_text())
     special_ids, roles = meta["special_ids"], meta["roles"]
+    stop_ids = demo.generation_config_json(special_ids)["eos_token_id"]
     dims = demo.Dims(vocab_size=meta["vocab_size"], **demo.SIZES[args.size])
     train = load_split(args.data, "train", device)
     val = load_split(args.data, "val", device, args.max_val_tokens)
@@ -327,7 +380,7 @@ def main() -> None:
     calibration = None
     steps = args.steps
     if steps is None:
-        steps, calibration = calibrate_steps(args, dims, special_ids, train, val, roles, device)
+        steps, calibration = calibrate_steps(args, dims, special_ids, train, val, roles, stop_ids, device)
         log(f"calibration {calibration} -> {steps} steps")
 
     model = demo.build(dims, special_ids, args.seed).to(device)
@@ -339,13 +392,23 @@ def main() -> None:
     n_params = sum(v.numel() for v in demo.checkpoint_tensors(model).values())
     opt = make_optimizer(model, device)
     sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
-    log(f"{n_params:,} parameters; {steps} steps of {args.batch}x{args.seq_len} tokens")
+    log(f"{n_params:,} parameters; {steps} steps of {args.batch}x{args.seq_len} tokens"
+        + (f", an unlikelihood update after every {args.unlikelihood_every}" if args.unlikelihood_every else ""))
+    test_loop_prompts = loop_prompts(test, roles, args.loop_prompts, 1)
+    loops = {"start": ul.loop_rate(model.lm, test_loop_prompts, stop_ids)}
+    log(f"loop rate of the starting weights on {args.loop_prompts} test contexts: {loops['start']}")
+    val_loop_prompts = loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0) if args.unlikelihood_every else None
+    ul_ends = ul.prompt_ends(train.roles, roles["reply"], roles["text"]) if args.unlikelihood_every else None
+    ul_gen = torch.Generator().manual_seed(args.seed + 2)
+    ul_loss, ul_repeated = None, None
 
     history, best = [], {"objective": float("inf"), "step": -1, "state": None}
     t_loop = time.perf_counter()
     stopped_early, stop_reason, stale = None, None, 0
     for step in range(steps):
         main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
+        if args.unlikelihood_every and (step + 1) % args.unlikelihood_every == 0:
+            ul_loss, ul_repeated = unlikelihood_step(model, opt, train, ul_ends, ul_gen, stop_ids, lr_at(step, steps, args.peak_lr))
         last = step + 1 == steps
         if args.deadline and not last and (step + 1) % 20 == 0 and time.perf_counter() - t_start > args.deadline:
             stopped_early, stop_reason, last = step + 1, "deadline", True
@@ -353,13 +416,18 @@ def main() -> None:
         if (step + 1) % 20 == 0 or last:
             elapsed = time.perf_counter() - t_loop
             history.append({"step": step + 1, "loss": main_loss.item(), "mtp_loss": mtp_loss.item(), "lr": lr_at(step, steps, args.peak_lr),
-                            "epoch": sampler.epoch, "elapsed_s": elapsed})
+                            "epoch": sampler.epoch, "elapsed_s": elapsed}
+                           | ({"unlikelihood_loss": ul_loss.item(), "repeated": ul_repeated} if ul_loss is not None else {}))
             log(f"step {step + 1}/{steps} loss {main_loss.item():.4f} mtp {mtp_loss.item():.4f} lr {lr_at(step, steps, args.peak_lr):.2e} "
-                f"epoch {sampler.epoch} {(step + 1) * args.batch * args.seq_len / elapsed:,.0f} tok/s")
+                f"epoch {sampler.epoch} {(step + 1) * args.batch * args.seq_len / elapsed:,.0f} tok/s"
+                + (f" unlikelihood {ul_loss.item():.4f} repeated {ul_repeated:.3f}" if ul_loss is not None else ""))
         if (step + 1) % args.eval_every == 0 or last:
             sel = evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
             history.append({"step": step + 1, "select_val_objective": sel["objective"], "select_val_loss": sel["loss"],
                             "select_val_reply_loss": sel["reply_loss"], "select_val_mtp_accept": sel["mtp_accept"]})
+            if val_loop_prompts is not None:
+                history[-1]["select_val_loops"] = ul.loop_rate(model.lm, val_loop_prompts, stop_ids)
+                log(f"  val loops {history[-1]['select_val_loops']}")
             if sel["objective"] < best["objective"]:
                 best = {"objective": sel["objective"], "step": step + 1,
                         "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
@@ -368,7 +436,7 @@ def main() -> None:
                 stale += 1
             log(f"  select-val objective {sel['objective']:.4f} loss {sel['loss']:.4f} reply {sel['reply_loss'] or float('nan'):.4f} "
                 f"mtp accept {sel['mtp_accept']:.3f} best @ {best['step']}")
-            if args.patience and stale >= args.patience and not last:
+            if args.select == "best" and args.patience and stale >= args.patience and not last:
                 stopped_early, stop_reason = step + 1, "patience"
                 log(f"early stop: {stale} evaluations without improvement; keeping step {best['step']}")
         if stopped_early:
@@ -377,8 +445,12 @@ def main() -> None:
     train_seconds = time.perf_counter() - t_loop
     steps_done = stopped_early or steps
 
+    if args.select == "last":
+        best = {"objective": None, "step": steps_done, "state": model.state_dict()}
     model.load_state_dict(best["state"])
     demo.round_to_checkpoint_dtypes(model)
+    loops["final"] = ul.loop_rate(model.lm, test_loop_prompts, stop_ids)
+    log(f"loop rate of the final weights: {loops['final']}")
     torch.backends.cuda.matmul.allow_tf32 = False   # full float32 for the reported numbers
     # Float32 arithmetic (no autocast) for the reported numbers, as qwenrt computes.
     final = {name: evaluate(model, split, args.seq_len, args.batch, roles["reply"], roles["prompt"], bf16=False)
@@ -398,7 +470,11 @@ def main() -> None:
         "init": {"path": str(args.init), "sha256": init_sha256} if args.init else None,
         "hyper": {"peak_lr": args.peak_lr, "min_lr_ratio": MIN_LR_RATIO, "warmup_fraction": WARMUP_FRACTION,
                   "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "prompt_weight": PROMPT_WEIGHT,
-                  "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS},
+                  "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS,
+                  "select": args.select, "unlikelihood_every": args.unlikelihood_every,
+                  "unlikelihood": {"batch": UL_BATCH, "prefix": ul.PREFIX, "continuation": ul.CONTINUATION,
+                                   "ngram": ul.NGRAM, "text_fraction": ul.TEXT_FRACTION} if args.unlikelihood_every else None},
+        "loops": loops,
         "calibration": calibration, "train_seconds": train_seconds,
         "total_seconds": time.perf_counter() - t_start, "test": final["test"], "val": final["val"], "history": history,
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__,
