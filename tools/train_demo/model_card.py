@@ -81,10 +81,12 @@ def card(model: Path, record: Path) -> str:
             f"{metrics['seq_len']:,} tokens, {metrics['tokens_seen'] / 1e6:.1f} M tokens seen ({metrics['epochs']:.1f} passes over "
             f"{metrics['train_tokens'] / 1e6:.2f} M training tokens) in {metrics['train_seconds']:.0f} s "
             f"({metrics['tokens_seen'] / max(metrics['train_seconds'], 1e-9) / 1e3:.0f} k tokens/s); "
-            f"weights of step {metrics['best_step']:,} kept (lowest validation objective"
+            + (f"the last weights kept (step {metrics['best_step']:,}" if metrics["hyper"].get("select") == "last" else
+               f"weights of step {metrics['best_step']:,} kept (lowest validation objective")
             + (f"; stopped early: {metrics['stop_reason']}" if metrics.get("stopped_early") else "") + "). "
             f"Loss = role-weighted next-token CE (conversation prompts × {metrics['hyper']['prompt_weight']}) + "
-            f"{metrics['hyper']['mtp_weight']} × MTP (t+2) CE. Data: {data['train_tokens'] / 1e6:.2f} M training tokens, "
+            f"{metrics['hyper']['mtp_weight']} × MTP (t+2) CE"
+            + unlikelihood_sentence(metrics) + ". Data: {data['train_tokens'] / 1e6:.2f} M training tokens, "
             f"{data['val_tokens'] / 1e3:.0f} k validation, {data['test_tokens'] / 1e3:.0f} k held-back test; sources and "
             "licences in `tools/train_demo/DATA.md`; record in `tools/train_demo/runs/" + name + "/`.", "",
             "## Evaluation (held-back test documents)", ""]
@@ -146,8 +148,10 @@ def card(model: Path, record: Path) -> str:
     loops = load(record / "loops.json")
     out += ["", "## Greedy decoding: loops and closed reasoning", ""]
     if loops:
+        looping = sum(1 for r in loops if r["loop_period"])
         out += [f"`tools/train_demo/loop_check.py`: greedy decoding by qwenrt, up to 200 tokens, of each sample question "
-                "with and without thinking; a loop is a period of at most 16 tokens repeated 4 times at the end.", "",
+                "and of 30 questions no sample shows, with and without thinking; a loop is a period of at most 16 tokens "
+                f"repeated 4 times at the end. **{looping} of {len(loops)} outputs loop.**", "",
                 "| question | thinking | tokens | short loop | think block closed |", "|---|---|---|---|---|"]
         for r in loops:
             out.append(f"| {r['question']} | {'yes' if r['thinking'] else 'no'} | {r['tokens']} | "
@@ -159,6 +163,24 @@ def card(model: Path, record: Path) -> str:
     out += ["", "## Samples", "", samples.read_text().strip() if samples.exists() else
             f"{todo} (`tools/train_demo/samples.py --model models/{name} --qwenrt BIN > tools/train_demo/runs/{name}/samples.md`)."]
     return "\n".join(out) + "\n"
+
+
+def unlikelihood_sentence(metrics: dict) -> str:
+    """The unlikelihood updates of the run, and the loop rates of its first and final weights."""
+    h, loops = metrics["hyper"], metrics.get("loops")
+    text = ""
+    if h.get("unlikelihood_every"):
+        u = h["unlikelihood"]
+        text += (f"; after every {plural(h['unlikelihood_every'], 'step')} one more update with the sequence-level unlikelihood "
+                 f"loss (Welleck et al. 2019; `tools/train_demo/unlikelihood.py`): {u['batch']} training contexts of {u['prefix']} "
+                 f"tokens, the model's own {u['continuation']}-token greedy continuations, −log(1 − p) on every token of a "
+                 f"{u['ngram']}-gram the continuation already produced")
+    if loops:
+        text += (f". Greedy continuations (200 tokens) of {loops['start']['prompts']} held-back test contexts that end in a "
+                 f"short loop: {100 * loops['start']['loop_rate']:.1f}% with the starting weights, "
+                 f"{100 * loops['final']['loop_rate']:.1f}% with these (repeated 4-grams {100 * loops['start']['repeat_4gram']:.1f}% "
+                 f"→ {100 * loops['final']['repeat_4gram']:.1f}%)")
+    return text
 
 
 def run_prompt(record: Path) -> str:
