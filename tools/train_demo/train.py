@@ -76,7 +76,7 @@ PATIENCE = 4          # evaluations without a better validation loss before the 
 EVAL_EVERY = 100
 MAX_EPOCHS = 12       # --time-budget never plans more passes over the data than this
 SELECT_WINDOWS = 64   # validation windows used to pick the best weights during training
-UL_BATCH = 128        # greedy continuations per unlikelihood step
+UL_BATCH = 128        # greedy continuations per unlikelihood step (--unlikelihood-batch)
 SELECT_LOOP_PROMPTS = 128   # validation prompts whose greedy loop rate every evaluation logs (unlikelihood runs)
 
 
@@ -257,12 +257,12 @@ def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr
     return main.detach(), mtp.detach()
 
 
-def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int],
+def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int], batch: int,
                       lr: float) -> tuple[torch.Tensor, float]:
-    """One update of the sequence-level unlikelihood loss on UL_BATCH greedy continuations."""
+    """One update of the sequence-level unlikelihood loss on `batch` greedy continuations."""
     for group in opt.param_groups:
         group["lr"] = lr
-    prompts = ul.sample_prompts(train.stream, ends, UL_BATCH, gen)
+    prompts = ul.sample_prompts(train.stream, ends, batch, gen)
     continuation = ul.greedy_continue(model.lm, prompts, ul.CONTINUATION)
     loss, repeated = ul.unlikelihood_loss(model.lm, prompts, continuation, ul.valid_lengths(continuation, stop_ids))
     loss.backward()
@@ -301,11 +301,11 @@ def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: di
     ul_time = 0.0
     if args.unlikelihood_every:
         ends, gen = ul.prompt_ends(train.roles, roles["reply"], roles["text"]), torch.Generator().manual_seed(args.seed + 2)
-        unlikelihood_step(model, opt, train, ends, gen, stop_ids, 1e-4)   # warm-up
+        unlikelihood_step(model, opt, train, ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)   # warm-up
         sync(device)
         t0 = time.perf_counter()
         for _ in range(2):
-            unlikelihood_step(model, opt, train, ends, gen, stop_ids, 1e-4)
+            unlikelihood_step(model, opt, train, ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)
         sync(device)
         ul_time = (time.perf_counter() - t0) / 2
     t0 = time.perf_counter()
@@ -347,6 +347,7 @@ def main() -> None:
     ap.add_argument("--peak-lr", type=float, default=PEAK_LR, help="the schedule's peak learning rate (lower for --init runs)")
     ap.add_argument("--unlikelihood-every", type=int, default=0, metavar="K",
                     help="after every K-th step one sequence-level unlikelihood update on greedy continuations (0: none)")
+    ap.add_argument("--unlikelihood-batch", type=int, default=UL_BATCH, help="greedy continuations per unlikelihood update")
     ap.add_argument("--select", choices=("best", "last"), help="keep the weights with the best validation objective, or the "
                                                              "last ones (default: last with --unlikelihood-every, else best)")
     ap.add_argument("--loop-prompts", type=int, default=256, help="held-back contexts for the loop rate of the first and final weights")
@@ -408,7 +409,8 @@ def main() -> None:
     for step in range(steps):
         main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
         if args.unlikelihood_every and (step + 1) % args.unlikelihood_every == 0:
-            ul_loss, ul_repeated = unlikelihood_step(model, opt, train, ul_ends, ul_gen, stop_ids, lr_at(step, steps, args.peak_lr))
+            ul_loss, ul_repeated = unlikelihood_step(model, opt, train, ul_ends, ul_gen, stop_ids, args.unlikelihood_batch,
+                                                        lr_at(step, steps, args.peak_lr))
         last = step + 1 == steps
         if args.deadline and not last and (step + 1) % 20 == 0 and time.perf_counter() - t_start > args.deadline:
             stopped_early, stop_reason, last = step + 1, "deadline", True
@@ -472,7 +474,7 @@ def main() -> None:
                   "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "prompt_weight": PROMPT_WEIGHT,
                   "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS,
                   "select": args.select, "unlikelihood_every": args.unlikelihood_every,
-                  "unlikelihood": {"batch": UL_BATCH, "prefix": ul.PREFIX, "continuation": ul.CONTINUATION,
+                  "unlikelihood": {"batch": args.unlikelihood_batch, "prefix": ul.PREFIX, "continuation": ul.CONTINUATION,
                                    "ngram": ul.NGRAM, "text_fraction": ul.TEXT_FRACTION} if args.unlikelihood_every else None},
         "loops": loops,
         "calibration": calibration, "train_seconds": train_seconds,
