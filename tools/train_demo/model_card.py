@@ -75,18 +75,18 @@ def card(model: Path, record: Path) -> str:
             "## Training", "",
             f"`tools/train_demo/train.py` (`--size {metrics['size']}`), one run on {metrics['device']}"
             + (f", continuing from the weights with sha256 `{metrics['init']['sha256'][:16]}…` (`--init`, peak learning rate "
-               f"{metrics['hyper'].get('peak_lr', '?')}; the first run's record is in git history)" if metrics.get("init") else "")
+               f"{metrics['hyper'].get('peak_lr', '?')}; earlier runs' records are in git history)" if metrics.get("init") else "")
             + f" (torch {metrics['versions']['torch']}, "
             f"transformers {metrics['versions']['transformers']}): {metrics['steps']:,} planned steps of {metrics['batch']} × "
-            f"{metrics['seq_len']:,} tokens, {metrics['tokens_seen'] / 1e6:.1f} M tokens seen ({metrics['epochs']:.1f} passes over "
+            f"{metrics['seq_len']:,} tokens, {metrics['tokens_seen'] / 1e6:.1f} M tokens seen ({metrics['epochs']:.2g} passes over "
             f"{metrics['train_tokens'] / 1e6:.2f} M training tokens) in {metrics['train_seconds']:.0f} s "
-            f"({metrics['tokens_seen'] / max(metrics['train_seconds'], 1e-9) / 1e3:.0f} k tokens/s); "
+            f"({metrics['tokens_seen'] / max(metrics['train_seconds'], 1e-9):,.0f} tokens/s); "
             + (f"the last weights kept (step {metrics['best_step']:,}" if metrics["hyper"].get("select") == "last" else
                f"weights of step {metrics['best_step']:,} kept (lowest validation objective")
             + (f"; stopped early: {metrics['stop_reason']}" if metrics.get("stopped_early") else "") + "). "
             f"Loss = role-weighted next-token CE (conversation prompts × {metrics['hyper']['prompt_weight']}) + "
             f"{metrics['hyper']['mtp_weight']} × MTP (t+2) CE"
-            + unlikelihood_sentence(metrics) + ". Data: {data['train_tokens'] / 1e6:.2f} M training tokens, "
+            + unlikelihood_sentence(metrics) + f". Data: {data['train_tokens'] / 1e6:.2f} M training tokens, "
             f"{data['val_tokens'] / 1e3:.0f} k validation, {data['test_tokens'] / 1e3:.0f} k held-back test; sources and "
             "licences in `tools/train_demo/DATA.md`; record in `tools/train_demo/runs/" + name + "/`.", "",
             "## Evaluation (held-back test documents)", ""]
