@@ -152,7 +152,17 @@ class ChatPageTest(unittest.TestCase):
         before = self.server.metrics()["qwenrt_generation_tokens_total"]
         self.open_settings()
         self.set_field("max-tokens", 8000)
-        self.set_field("temperature", 0)  # the demo model's greedy answer to this loops on to max_tokens
+        # The answer must outlast the click whatever the model would say (the demo model no longer
+        # loops on to max_tokens): the page's request gets the server's ignore_eos, not a page
+        # setting, on its way out, so the real stream runs on until the page stops it.
+        self.driver.execute_script("""
+            const realFetch = window.fetch;
+            window.fetch = (url, init) => {
+              if (!url.includes('chat/completions')) return realFetch(url, init);
+              const body = JSON.parse(init.body);
+              body.ignore_eos = true;
+              return realFetch(url, {...init, body: JSON.stringify(body)});
+            };""")
         self.send("What does John 3:16 say?")
         # Stop once the answer is streaming.
         self.wait.until(lambda d: self.text_of(self.last_answer(), ".reasoning-text") or self.text_of(self.last_answer(), ".content"))
