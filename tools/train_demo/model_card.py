@@ -171,7 +171,8 @@ def unlikelihood_sentence(metrics: dict) -> str:
     text = ""
     if h.get("unlikelihood_every"):
         u = h["unlikelihood"]
-        text += (f"; after every {plural(h['unlikelihood_every'], 'step')} one more update with the sequence-level unlikelihood "
+        every = "every step" if h["unlikelihood_every"] == 1 else f"every {h['unlikelihood_every']} steps"
+        text += (f"; after {every} one more update with the sequence-level unlikelihood "
                  f"loss (Welleck et al. 2019; `tools/train_demo/unlikelihood.py`): {u['batch']} training contexts of {u['prefix']} "
                  f"tokens, the model's own {u['continuation']}-token greedy continuations, −log(1 − p) on every token of a "
                  f"{u['ngram']}-gram the continuation already produced")
