@@ -56,7 +56,7 @@ def main() -> None:
     print(f"{loops} of {len(results)} outputs end in a short loop")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    sys.exit(1 if any(r["loop_period"] for r in results) else 0)
+    sys.exit(1 if loops else 0)
 
 
 if __name__ == "__main__":

@@ -149,8 +149,8 @@ def card(model: Path, record: Path) -> str:
     out += ["", "## Greedy decoding: loops and closed reasoning", ""]
     if loops:
         looping = sum(1 for r in loops if r["loop_period"])
-        out += [f"`tools/train_demo/loop_check.py`: greedy decoding by qwenrt, up to 200 tokens, of each sample question "
-                "and of 30 questions no sample shows, with and without thinking; a loop is a period of at most 16 tokens "
+        out += [f"`tools/train_demo/loop_check.py`: greedy decoding by qwenrt, up to 200 tokens, of {len({r['question'] for r in loops})} "
+                "questions (the samples' and ones no sample shows), with and without thinking; a loop is a period of at most 16 tokens "
                 f"repeated 4 times at the end. **{looping} of {len(loops)} outputs loop.**", "",
                 "| question | thinking | tokens | short loop | think block closed |", "|---|---|---|---|---|"]
         for r in loops:

@@ -243,32 +243,37 @@ def lr_at(step: int, steps: int, peak: float = PEAK_LR) -> float:
     return peak * (MIN_LR_RATIO + (1 - MIN_LR_RATIO) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
     for group in opt.param_groups:
         group["lr"] = lr
+
+
+def apply_update(model, opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """Backward, clip the gradient norm at 1.0, step, clear."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    set_lr(opt, lr)
     window = split.stream[idx]
     with torch.autocast(window.device.type, dtype=torch.bfloat16, enabled=window.device.type == "cuda"):
         out = model(window)
     main, mtp = demo.losses(out, window, role_weights(split.roles[idx], prompt_role))
-    (main + MTP_WEIGHT * mtp).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    apply_update(model, opt, main + MTP_WEIGHT * mtp)
     return main.detach(), mtp.detach()
 
 
 def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int], batch: int,
                       lr: float) -> tuple[torch.Tensor, float]:
     """One update of the sequence-level unlikelihood loss on `batch` greedy continuations."""
-    for group in opt.param_groups:
-        group["lr"] = lr
+    set_lr(opt, lr)
     prompts = ul.sample_prompts(train.stream, ends, batch, gen)
     continuation = ul.greedy_continue(model.lm, prompts, ul.CONTINUATION)
     loss, repeated = ul.unlikelihood_loss(model.lm, prompts, continuation, ul.valid_lengths(continuation, stop_ids))
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    apply_update(model, opt, loss)
     return loss.detach(), repeated
 
 
@@ -284,7 +289,7 @@ def sync(device: torch.device) -> None:
 
 
 def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: dict, stop_ids: list[int],
-                    device) -> tuple[int, dict]:
+                    ul_ends, val_loop_prompts: torch.Tensor | None, device) -> tuple[int, dict]:
     """Time a few steps and one selection eval on a throwaway model; steps that fit the budget."""
     model = demo.build(dims, special_ids, args.seed).to(device)
     opt = make_optimizer(model, device)
@@ -300,18 +305,18 @@ def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: di
     step_time = (time.perf_counter() - t0) / n
     ul_time = 0.0
     if args.unlikelihood_every:
-        ends, gen = ul.prompt_ends(train.roles, roles["reply"], roles["text"]), torch.Generator().manual_seed(args.seed + 2)
-        unlikelihood_step(model, opt, train, ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)   # warm-up
+        gen = torch.Generator().manual_seed(args.seed + 2)
+        unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)   # warm-up
         sync(device)
         t0 = time.perf_counter()
         for _ in range(2):
-            unlikelihood_step(model, opt, train, ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)
+            unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)
         sync(device)
         ul_time = (time.perf_counter() - t0) / 2
     t0 = time.perf_counter()
     evaluate(model, val, args.seq_len, args.batch, roles["reply"], roles["prompt"], windows=SELECT_WINDOWS)
-    if args.unlikelihood_every:
-        ul.loop_rate(model.lm, loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0), stop_ids)
+    if val_loop_prompts is not None:
+        ul.loop_rate(model.lm, val_loop_prompts, stop_ids)
     sync(device)
     eval_time = time.perf_counter() - t0
     del model, opt
@@ -378,10 +383,12 @@ def main() -> None:
         f"torch {torch.__version__}, transformers {__import__('transformers').__version__}")
     log(f"train {train.stream.numel():,} tokens, val {val.stream.numel():,}, test {test.stream.numel():,}; dims {dims}")
 
+    ul_ends = ul.prompt_ends(train.roles, roles["reply"], roles["text"]) if args.unlikelihood_every else None
+    val_loop_prompts = loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0) if args.unlikelihood_every else None
     calibration = None
     steps = args.steps
     if steps is None:
-        steps, calibration = calibrate_steps(args, dims, special_ids, train, val, roles, stop_ids, device)
+        steps, calibration = calibrate_steps(args, dims, special_ids, train, val, roles, stop_ids, ul_ends, val_loop_prompts, device)
         log(f"calibration {calibration} -> {steps} steps")
 
     model = demo.build(dims, special_ids, args.seed).to(device)
@@ -398,8 +405,6 @@ def main() -> None:
     test_loop_prompts = loop_prompts(test, roles, args.loop_prompts, 1)
     loops = {"start": ul.loop_rate(model.lm, test_loop_prompts, stop_ids)}
     log(f"loop rate of the starting weights on {args.loop_prompts} test contexts: {loops['start']}")
-    val_loop_prompts = loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0) if args.unlikelihood_every else None
-    ul_ends = ul.prompt_ends(train.roles, roles["reply"], roles["text"]) if args.unlikelihood_every else None
     ul_gen = torch.Generator().manual_seed(args.seed + 2)
     ul_loss, ul_repeated = None, None
 
