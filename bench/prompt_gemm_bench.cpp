@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
       mats.emplace_back();
       for (int64_t rows : g.outputs) mats.back().push_back(make(q4, rows, g.k, rng));
     }
-    const cpu::RowKernel row = q4 ? cpu::mlx_affine_rows : cpu::dense_rows;
-    const cpu::RowKernel blocked = q4 ? cpu::mlx_affine_rows_blocked : cpu::dense_rows_blocked;
+    const cpu::RowKernel row = q4 ? static_cast<cpu::RowKernel>(cpu::mlx_affine_rows) : cpu::dense_rows;
+    const cpu::RowKernel blocked = q4 ? static_cast<cpu::RowKernel>(cpu::mlx_affine_rows_blocked) : cpu::dense_rows_blocked;
     for (int64_t n : {64, 512}) {
       std::vector<float> x(static_cast<std::size_t>(n * 3584));
       std::normal_distribution<float> nd;

@@ -27,7 +27,7 @@ inline void matmul(const float* x, int64_t n, const Weight& w, float* y, ThreadP
   matmul_multi(x, n, w.cols, {&out, 1}, pool);
 }
 
-// Which instruction set the kernels run with on this machine ("avx2+avx512vl", "avx2" or "scalar").
+// Which instruction set the kernels run with on this machine ("avx2" or "scalar").
 const char* matmul_isa();
 
 }  // namespace qwenrt::cpu

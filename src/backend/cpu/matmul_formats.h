@@ -4,6 +4,7 @@
 // · Wᵀ for all n rows of x, every dot product accumulated in the same order whatever n, r0 and r1 are.
 #include <cstdint>
 
+#include "backend/cpu/mlx_affine_positions.h"
 #include "backend/weight.h"
 
 namespace qwenrt::cpu {
@@ -12,7 +13,11 @@ using RowKernel = void (*)(const float* x, int64_t n, int64_t k, const Weight& w
 
 void dense_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-// MLX affine: AVX2 where the machine has it, else the scalar twin (same bits either way).
+// MLX affine (summed in the position order of mlx_affine_positions.h): AVX2 where the machine has
+// it, else the scalar twin (same bits either way). The first forms take the activations prepared once
+// for the layout of w (cpu::matmul_multi does so per call); the RowKernel forms prepare them.
+void mlx_affine_rows(const mlx_affine::Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void mlx_affine_rows_scalar(const mlx_affine::Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void mlx_affine_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
@@ -21,7 +26,6 @@ void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& 
 void fp8_block_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void fp8_block_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-bool have_avx2();      // AVX2 + FMA + F16C on this machine
-bool have_avx512vl();  // and AVX-512F + VL (the 4-bit decode lookup, matmul_mlx_affine.cpp)
+bool have_avx2();  // AVX2 + FMA + F16C on this machine
 
 }  // namespace qwenrt::cpu

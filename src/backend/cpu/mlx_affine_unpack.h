@@ -69,4 +69,32 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i unpack8(const uint8_t* r
   }
 }
 
+// 4-bit fields in the position order of mlx_affine_spans.h: the two nibble planes of 64 fields
+// (32 bytes; `half`: only the first 16 are the row's, the rest read as zero fields), and positions
+// 8t .. 8t + 7 of the block as int32 lanes, by a byte shuffle that spreads bytes 4(t % 4) ..
+// 4(t % 4) + 3 of each 128-bit half of plane t / 4 into its four 32-bit lanes.
+struct NibbleSpread {
+  alignas(32) int8_t m[4][32];
+  constexpr NibbleSpread() : m{} {
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < 32; ++i) m[t][i] = (i % 4 == 0) ? static_cast<int8_t>(4 * t + (i % 16) / 4) : int8_t{-128};
+  }
+};
+inline constexpr NibbleSpread kNibbleSpread;
+
+struct NibblePlanes {
+  __m256i plane[2];
+};
+
+__attribute__((target("avx2,fma,f16c"))) inline NibblePlanes nibble_planes(const uint8_t* src, bool half) {
+  const __m256i raw = half ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)))
+                           : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  return {{_mm256_and_si256(raw, low), _mm256_and_si256(_mm256_srli_epi16(raw, 4), low)}};
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256i nibble_lanes(const NibblePlanes& n, int t) {
+  return _mm256_shuffle_epi8(n.plane[t / 4], _mm256_load_si256(reinterpret_cast<const __m256i*>(kNibbleSpread.m[t % 4])));
+}
+
 }  // namespace qwenrt::cpu::mlx_affine

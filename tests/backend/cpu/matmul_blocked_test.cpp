@@ -113,8 +113,8 @@ TEST_P(BlockedAffine, BitwiseEqualToOneRowKernel) {
 INSTANTIATE_TEST_SUITE_P(Widths, BlockedAffine,
                          ::testing::Values(AffineCase{2, 64, WeightFormat::BF16}, AffineCase{3, 32, WeightFormat::BF16},
                                            AffineCase{4, 64, WeightFormat::BF16}, AffineCase{4, 128, WeightFormat::F16},
-                                           AffineCase{5, 32, WeightFormat::BF16}, AffineCase{6, 128, WeightFormat::BF16},
-                                           AffineCase{8, 32, WeightFormat::F16}),
+                                           AffineCase{4, 32, WeightFormat::BF16}, AffineCase{5, 32, WeightFormat::BF16},
+                                           AffineCase{6, 128, WeightFormat::BF16}, AffineCase{8, 32, WeightFormat::F16}),
                          [](const auto& info) { return "b" + std::to_string(info.param.bits) + "_g" + std::to_string(info.param.gs); });
 
 // Through the dispatcher and the thread pool: a window of any size gives each row the bits of a
