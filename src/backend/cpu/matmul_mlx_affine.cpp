@@ -74,9 +74,37 @@ QWENRT_AVX2 inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(c);
 }
 
+// The tile loops both kernels share; every loop over a tile's registers is unrolled explicitly
+// (GCC at -O2 otherwise keeps the sums and the scales in memory).
+template <int NX, int NW>
+QWENRT_AVX2 inline void zero(__m256 (&acc)[NX][NW]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
+}
+
+// acc[i][j] += x_i · w_j over one step of 8 positions (x_i = x + i · ldx).
+template <int NX, int NW>
+QWENRT_AVX2 inline void accumulate(__m256 (&acc)[NX][NW], const float* x, int64_t ldx, const __m256 (&wv)[NW]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    const __m256 xv = _mm256_loadu_ps(x + i * ldx);
+#pragma GCC unroll 8
+    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+  }
+}
+
+template <int NX, int NW>
+QWENRT_AVX2 inline void store_sums(const __m256 (&acc)[NX][NW], float* y, int64_t ldy) {
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NW; ++j) y[i * ldy + j] = hsum8(acc[i][j]);
+}
+
 // A register tile: NX rows of x against NW weight rows, full depth k (widths other than 4, whose
-// positions are the columns). Every loop over the tile's registers is unrolled explicitly: GCC at
-// -O2 otherwise keeps the sums and the scales in memory.
+// positions are the columns).
 template <int B, WeightFormat S, int NX, int NW>
 QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, float* y, int64_t ldy) {
   const std::size_t stride = w.row_bytes();
@@ -86,10 +114,7 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
   __m256 acc[NX][NW];
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero(acc);
   for (int64_t g = 0; g < groups; ++g) {
     __m256 sv[NW], bv[NW];
 #pragma GCC unroll 8
@@ -111,18 +136,10 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
       __m256 wv[NW];
 #pragma GCC unroll 8
       for (int j = 0; j < NW; ++j) wv[j] = _mm256_fmadd_ps(sv[j], _mm256_cvtepi32_ps(unpack8<B>(rows[j], c)), bv[j]);
-#pragma GCC unroll 8
-      for (int i = 0; i < NX; ++i) {
-        const __m256 xv = _mm256_loadu_ps(x + i * k + c);
-#pragma GCC unroll 8
-        for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
-      }
+      accumulate(acc, x + c, k, wv);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) y[i * ldy + j] = hsum8(acc[i][j]);
+  store_sums(acc, y, ldy);
 }
 
 // A register tile of 4-bit weights over x rows in position order (row stride kp): per 64 columns
@@ -139,10 +156,7 @@ QWENRT_AVX2 void tile_q4(const float* x, int64_t kp, const Weight& w, int64_t r,
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
   __m256 acc[NX][NW];
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero(acc);
   for (int64_t p = 0; p < kp; p += 64) {
     // Decode: fetch the next tile's rows (contiguous after these) while this one runs, a 64-byte
     // line per 128 fields; the hardware prefetcher barely gets going on rows this short.
@@ -173,18 +187,10 @@ QWENRT_AVX2 void tile_q4(const float* x, int64_t kp, const Weight& w, int64_t r,
       __m256 wv[NW];
 #pragma GCC unroll 8
       for (int j = 0; j < NW; ++j) wv[j] = _mm256_fmadd_ps(sv[j], _mm256_cvtepi32_ps(mlx_affine::nibble_lanes(planes[j], t)), bv[j]);
-#pragma GCC unroll 8
-      for (int i = 0; i < NX; ++i) {
-        const __m256 xv = _mm256_loadu_ps(x + i * kp + p + 8 * t);
-#pragma GCC unroll 8
-        for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
-      }
+      accumulate(acc, x + p + 8 * t, kp, wv);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NW; ++j) y[i * ldy + j] = hsum8(acc[i][j]);
+  store_sums(acc, y, ldy);
 }
 
 // Rows [r0, r1) of W against all rows of x (backend/cpu/matmul_row_blocking.h).
