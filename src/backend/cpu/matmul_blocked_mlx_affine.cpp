@@ -95,7 +95,8 @@ blocked::PackPanel pack_avx2_for(int bits) {
 
 void check(const mlx_affine::Activations& a, const Weight& w) {
   if (!(a.positions() == mlx_affine::positions(w))) fail("internal: MLX affine activations prepared for another matrix");
-  if (blocked::kKBlock % 64 != 0 || blocked::kKBlock % w.quant.group_size != 0)
+  static_assert(blocked::kKBlock % 64 == 0, "4-bit blocks of 64 positions never straddle a k-block");
+  if (blocked::kKBlock % w.quant.group_size != 0)
     fail("internal: MLX affine group size ", w.quant.group_size, " does not divide the k-block");
 }
 
