@@ -67,6 +67,16 @@ struct Planned {
   std::optional<ModuleQuant> quant;
 };
 
+Planned planned(std::string name, std::vector<int64_t> shape, DType dtype, std::vector<RowRange> rows, int64_t cols) {
+  Planned p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.dtype = dtype;
+  p.rows = std::move(rows);
+  p.cols = cols;
+  return p;
+}
+
 float round_to(DType t, float v) {
   switch (t) {
     case DType::BF16: return bf16_to_f32(f32_to_bf16(v));
@@ -161,8 +171,7 @@ MlxExportSummary export_mlx_affine(const CheckpointDir& in, const ModelConfig& c
     fail("qwenrt quantize: tensor '", hf, "' is outside the text model (model.*, model.language_model.*, lm_head)");
   };
   auto add_matrix = [&](const std::string& name, std::vector<int64_t> shape, DType dtype, std::vector<RowRange> rows) {
-    Planned p{name, std::move(shape), dtype, std::move(rows)};
-    p.cols = p.shape.back();
+    Planned p = planned(name, shape, dtype, std::move(rows), shape.back());
     p.matrix = true;
     const std::string module = ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
     p.quant = mlx_module_quant(module, p.cols, c.num_layers, c.moe, o);
@@ -200,14 +209,14 @@ MlxExportSummary export_mlx_affine(const CheckpointDir& in, const ModelConfig& c
     if (ends_with(name, "conv1d.weight")) {
       // [C, 1, K] (or [C, K]) → mlx-lm's [C, K, 1]: the same values in the same order.
       const int64_t C = t->shape.front(), K = t->numel() / std::max<int64_t>(1, C);
-      plan.push_back({out, {C, K, 1}, dtype, {{t, 0, 1}}, t->numel()});
+      plan.push_back(planned(out, {C, K, 1}, dtype, {{t, 0, 1}}, t->numel()));
       continue;
     }
     if (t->shape.size() >= 2) {
       add_matrix(out, t->shape, dtype, {{t, 0, t->numel() / t->shape.back()}});
       continue;
     }
-    Planned p{out, t->shape, dtype, {{t, 0, 1}}, t->numel()};
+    Planned p = planned(out, t->shape, dtype, {{t, 0, 1}}, t->numel());
     const std::string& vector_name = name;  // a lambda cannot capture a structured binding in clang 14
     p.add_one = unsanitized_conv && t->shape.size() == 1 &&
                 std::any_of(std::begin(kNormSuffixes), std::end(kNormSuffixes), [&](const char* s) { return ends_with(vector_name, s); });

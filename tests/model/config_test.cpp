@@ -47,7 +47,7 @@ TEST(ModelConfigMaxPositions, ReadFlatAndNested) {
 
 TEST(ModelConfigMaxPositions, MustBePositiveAndBounded) {
   json flat = fixture_config("dense_tied");
-  for (const json bad : {json(0), json(-1), json(int64_t{1} << 31), json(uint64_t{1} << 63), json("32768"), json(1.5)}) {
+  for (const json& bad : {json(0), json(-1), json(int64_t{1} << 31), json(uint64_t{1} << 63), json("32768"), json(1.5)}) {
     flat["max_position_embeddings"] = bad;
     const std::string e = error_of(flat);
     EXPECT_NE(e.find("m/config.json"), std::string::npos) << bad.dump() << " -> " << e;

@@ -94,7 +94,7 @@ TEST(Bpe, ScanAndHeapAgreeOnQwen3Vocab) {
     for (int k = 0; k < n; ++k) s += alphabet[rng() % alphabet.size()];
     ASSERT_EQ(scan(m, s), heap(m, s)) << s;
   }
-  for (const std::string s : {std::string(250, 'a'), std::string(250, ' '), std::string(251, '-')}) {
+  for (const std::string& s : {std::string(250, 'a'), std::string(250, ' '), std::string(251, '-')}) {
     EXPECT_EQ(scan(m, s), heap(m, s));
   }
 }
