@@ -3,11 +3,14 @@
 
 Usage:
     python3 tools/train_demo/loop_check.py --model models/NAME --qwenrt BIN [--tokens 200] [--json OUT]
+                                           [--questions FILE]
 
 For each of samples.py's chat questions and its LOOP_QUESTIONS (questions no card shows, to judge
 the model on more than its samples), with thinking and without, qwenrt decodes greedily up to
 --tokens tokens (stopping at the generation config's stop tokens) and the output is searched for a
 short loop (unlikelihood.loop_period: a period of at most 16 tokens repeated 4 times at the end).
+--questions FILE (one question a line) judges those instead: questions kept aside while choosing
+between runs, so the choice is not fitted to the ones above.
 Prints one line a question and a count; exit status 1 when any output loops.
 """
 
@@ -32,11 +35,16 @@ def main() -> None:
     ap.add_argument("--qwenrt", type=Path, required=True)
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--questions", type=Path, help="one question a line, instead of the samples' and LOOP_QUESTIONS")
     args = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(args.model)
     stops = json.loads((args.model / "generation_config.json").read_text())["eos_token_id"]
     results = []
-    for question in [q for q, _ in CHATS] + LOOP_QUESTIONS:
+    if args.questions:
+        questions = [q.strip() for q in args.questions.read_text(encoding="utf-8").splitlines() if q.strip()]
+    else:
+        questions = [q for q, _ in CHATS] + LOOP_QUESTIONS
+    for question in questions:
         for thinking in (True, False):
             prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
                                              add_generation_prompt=True, enable_thinking=thinking)
