@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <utility>
 
 #include "core/error.h"
 
@@ -40,6 +42,19 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::run_slice(int index) noexcept {
+  auto [b, e] = slice(job_n_, job_grain_, size(), index);
+  if (b >= e) return;
+  try {
+    (*job_)(b, e);
+  } catch (...) {
+    // The loop's first error goes to the caller once every thread is out of the loop: a caller
+    // that unwound at once would leave the workers running a job that no longer exists.
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
 void ThreadPool::worker_loop(int index) {
   unsigned long seen = 0;
   for (;;) {
@@ -55,8 +70,7 @@ void ThreadPool::worker_loop(int index) {
     }
     if (stop_) return;
     seen = generation_.load(std::memory_order_acquire);
-    auto [b, e] = slice(job_n_, job_grain_, size(), index);
-    if (b < e) (*job_)(b, e);
+    run_slice(index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -78,13 +92,13 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::funct
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
-  auto [b, e] = slice(n, grain, size(), 0);
-  if (b < e) fn(b, e);
+  run_slice(0);
   // On an oversubscribed machine the workers may need this core: yield after a short spin.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < 20000) _mm_pause();
     else std::this_thread::yield();
   }
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 ThreadPool& ThreadPool::global() {
