@@ -176,9 +176,6 @@ def unlikelihood_sentence(metrics: dict) -> str:
                  f"loss (Welleck et al. 2019; `tools/train_demo/unlikelihood.py`): {u['batch']} training contexts of {u['prefix']} "
                  f"tokens, the model's own {u['continuation']}-token greedy continuations, −log(1 − p) on every token of a "
                  f"{u['ngram']}-gram the continuation already produced")
-        if u.get("answer_fraction"):
-            text += (f" ({100 * u['answer_fraction']:.0f}% of the contexts before a reply end after its think block, "
-                     f"where the answer starts)")
     if loops:
         text += (f". Greedy continuations (200 tokens) of {loops['start']['prompts']} held-back test contexts that end in a "
                  f"short loop: {100 * loops['start']['loop_rate']:.1f}% with the starting weights, "

@@ -141,31 +141,6 @@ def test_repeat_mask_marks_repeated_ngrams_up_to_the_stop_token():
     assert ul.repeat_mask(run, ul.valid_lengths(run, [0]), n=4)[0].tolist() == [False] + [True] * 6
 
 
-def test_prompt_ends_and_answer_contexts():
-    """Reply starts, plain text and answer starts (two past a reply's `</think>`) are found where
-    they are; without answer_fraction the draws are what they were before answer ends existed."""
-    THINK_END, BLANK, PROMPT, REPLY, TEXT = 90, 91, 1, 2, 0
-    stream = torch.arange(1000) % 80
-    roles = torch.full((1000,), TEXT)
-    roles[200:220] = PROMPT
-    roles[220:300] = REPLY                       # a reply: <think> ... </think> \n\n answer
-    stream[230], stream[231] = THINK_END, BLANK
-    roles[400:420] = PROMPT
-    roles[420:500] = REPLY
-    stream[421], stream[422] = THINK_END, BLANK   # an empty think block (the no-thinking form)
-    stream[950] = THINK_END                      # in plain text: not an answer start
-    replies, text, answers = ul.prompt_ends(roles, REPLY, TEXT, stream, THINK_END)
-    assert replies.tolist() == [220, 420] and answers.tolist() == [232, 423]
-    assert 100 in text.tolist() and 210 not in text.tolist() and text.max() < 1000 - ul.CONTINUATION
-    assert ul.prompt_ends(roles, REPLY, TEXT)[2].numel() == 0
-    ends = (replies, text, answers)
-    before = ul.sample_prompts(stream, ends[:2] + (answers[:0],), 40, torch.Generator().manual_seed(5))
-    assert torch.equal(before, ul.sample_prompts(stream, ends, 40, torch.Generator().manual_seed(5)))
-    mixed = ul.sample_prompts(stream, ends, 40, torch.Generator().manual_seed(5), answer_fraction=0.5)
-    last = mixed[:, -1].tolist()                  # the token before each continuation
-    assert last.count(BLANK) == 15                # half of the 30 reply contexts (10 are plain text)
-
-
 def test_greedy_continue_with_the_cache_equals_full_forwards():
     """The cached decode loop picks what argmax over full forwards picks (DeltaNet state and
     attention cache carried correctly), and the unlikelihood loss has a gradient."""

@@ -267,10 +267,10 @@ def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr
 
 
 def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int], batch: int,
-                      lr: float, answer_fraction: float) -> tuple[torch.Tensor, float]:
+                      lr: float) -> tuple[torch.Tensor, float]:
     """One update of the sequence-level unlikelihood loss on `batch` greedy continuations."""
     set_lr(opt, lr)
-    prompts = ul.sample_prompts(train.stream, ends, batch, gen, answer_fraction)
+    prompts = ul.sample_prompts(train.stream, ends, batch, gen)
     continuation = ul.greedy_continue(model.lm, prompts, ul.CONTINUATION)
     loss, repeated = ul.unlikelihood_loss(model.lm, prompts, continuation, ul.valid_lengths(continuation, stop_ids))
     apply_update(model, opt, loss)
@@ -306,13 +306,11 @@ def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: di
     ul_time = 0.0
     if args.unlikelihood_every:
         gen = torch.Generator().manual_seed(args.seed + 2)
-        unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4,
-                          args.unlikelihood_answers)   # warm-up
+        unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)   # warm-up
         sync(device)
         t0 = time.perf_counter()
         for _ in range(2):
-            unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4,
-                              args.unlikelihood_answers)
+            unlikelihood_step(model, opt, train, ul_ends, gen, stop_ids, args.unlikelihood_batch, 1e-4)
         sync(device)
         ul_time = (time.perf_counter() - t0) / 2
     t0 = time.perf_counter()
@@ -355,9 +353,6 @@ def main() -> None:
     ap.add_argument("--unlikelihood-every", type=int, default=0, metavar="K",
                     help="after every K-th step one sequence-level unlikelihood update on greedy continuations (0: none)")
     ap.add_argument("--unlikelihood-batch", type=int, default=UL_BATCH, help="greedy continuations per unlikelihood update")
-    ap.add_argument("--unlikelihood-answers", type=float, default=0.0, metavar="F",
-                    help="share of the reply contexts that end where the answer starts, after the think block "
-                         "(the no-thinking form's first token), instead of before the block")
     ap.add_argument("--select", choices=("best", "last"), help="keep the weights with the best validation objective, or the "
                                                              "last ones (default: last with --unlikelihood-every, else best)")
     ap.add_argument("--loop-prompts", type=int, default=256, help="held-back contexts for the loop rate of the first and final weights")
@@ -388,8 +383,7 @@ def main() -> None:
         f"torch {torch.__version__}, transformers {__import__('transformers').__version__}")
     log(f"train {train.stream.numel():,} tokens, val {val.stream.numel():,}, test {test.stream.numel():,}; dims {dims}")
 
-    ul_ends = ul.prompt_ends(train.roles, roles["reply"], roles["text"], train.stream, special_ids["</think>"]) \
-        if args.unlikelihood_every else None
+    ul_ends = ul.prompt_ends(train.roles, roles["reply"], roles["text"]) if args.unlikelihood_every else None
     val_loop_prompts = loop_prompts(val, roles, SELECT_LOOP_PROMPTS, 0) if args.unlikelihood_every else None
     calibration = None
     steps = args.steps
@@ -421,7 +415,7 @@ def main() -> None:
         main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
         if args.unlikelihood_every and (step + 1) % args.unlikelihood_every == 0:
             ul_loss, ul_repeated = unlikelihood_step(model, opt, train, ul_ends, ul_gen, stop_ids, args.unlikelihood_batch,
-                                                        lr_at(step, steps, args.peak_lr), args.unlikelihood_answers)
+                                                        lr_at(step, steps, args.peak_lr))
         last = step + 1 == steps
         if args.deadline and not last and (step + 1) % 20 == 0 and time.perf_counter() - t_start > args.deadline:
             stopped_early, stop_reason, last = step + 1, "deadline", True
@@ -486,8 +480,7 @@ def main() -> None:
                   "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS,
                   "select": args.select, "unlikelihood_every": args.unlikelihood_every,
                   "unlikelihood": {"batch": args.unlikelihood_batch, "prefix": ul.PREFIX, "continuation": ul.CONTINUATION,
-                                   "ngram": ul.NGRAM, "text_fraction": ul.TEXT_FRACTION,
-                                   "answer_fraction": args.unlikelihood_answers} if args.unlikelihood_every else None},
+                                   "ngram": ul.NGRAM, "text_fraction": ul.TEXT_FRACTION} if args.unlikelihood_every else None},
         "loops": loops,
         "calibration": calibration, "train_seconds": train_seconds,
         "total_seconds": time.perf_counter() - t_start, "test": final["test"], "val": final["val"], "history": history,

@@ -12,10 +12,6 @@ perplexity).
 
 Prompts are the training stream's own contexts: PREFIX tokens ending where an assistant reply
 starts (what `qwenrt run` asks the model to do) or, for a quarter of them, anywhere in plain text.
-A reply starts with its think block, so the model's own greedy continuations of those contexts
-almost always write one; optionally (`answer_fraction`) a share of the reply contexts end after
-the block's `</think>` and its blank line instead, where the answer itself starts: what the
-no-thinking form (`enable_thinking=False`, an empty think block in the prompt) asks for first.
 """
 
 from __future__ import annotations
@@ -64,37 +60,23 @@ def repeat_mask(tokens: torch.Tensor, lengths: torch.Tensor, n: int = NGRAM) -> 
     return mask.to(tokens.device)
 
 
-def prompt_ends(roles: torch.Tensor, reply_role: int, text_role: int, stream: torch.Tensor | None = None,
-                think_end_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def prompt_ends(roles: torch.Tensor, reply_role: int, text_role: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Stream positions where a continuation may start: the first token of every assistant reply,
-    every plain-text token and, given the stream and the `</think>` id, the first answer token of
-    every reply (two tokens past its `</think>`: the template puts a blank line between); all at
-    least PREFIX tokens into the stream and CONTINUATION tokens before its end."""
+    and every plain-text token (both at least PREFIX tokens into the stream)."""
     reply = roles == reply_role
     starts = torch.nonzero(reply[1:] & ~reply[:-1]).flatten() + 1
     text = torch.nonzero(roles == text_role).flatten()
-    answers = starts[:0]
-    if stream is not None and think_end_id is not None:
-        answers = torch.nonzero((stream == think_end_id) & reply).flatten() + 2
     limit = roles.numel() - CONTINUATION
-    keep = lambda pool: pool[(pool >= PREFIX) & (pool < limit)]  # noqa: E731
-    return keep(starts), keep(text), keep(answers)
+    return starts[(starts >= PREFIX) & (starts < limit)], text[(text >= PREFIX) & (text < limit)]
 
 
-def sample_prompts(stream: torch.Tensor, ends: tuple[torch.Tensor, torch.Tensor, torch.Tensor], count: int,
-                   gen: torch.Generator, answer_fraction: float = 0.0) -> torch.Tensor:
-    """[count, PREFIX] contexts: TEXT_FRACTION inside plain text, the rest before a reply, of which
-    `answer_fraction` where the answer starts, after the think block (when there are such ends)."""
-    replies, text, answers = ends
+def sample_prompts(stream: torch.Tensor, ends: tuple[torch.Tensor, torch.Tensor], count: int,
+                   gen: torch.Generator) -> torch.Tensor:
+    """[count, PREFIX] contexts: most end before a reply, TEXT_FRACTION inside plain text."""
+    replies, text = ends
     n_text = round(count * TEXT_FRACTION) if text.numel() else 0
-    n_answer = round((count - n_text) * answer_fraction) if answers.numel() else 0
     pick = lambda pool, k: pool[torch.randint(pool.numel(), (k,), generator=gen).to(pool.device)]  # noqa: E731
-    # Drawn in this order, and the answer ends only when asked for, so that a run without them
-    # draws exactly the contexts it drew before they existed.
-    chosen = [pick(replies, count - n_text - n_answer), pick(text, n_text)]
-    if n_answer:
-        chosen.append(pick(answers, n_answer))
-    positions = torch.cat(chosen)
+    positions = torch.cat([pick(replies, count - n_text), pick(text, n_text)])
     return stream[positions[:, None] + torch.arange(-PREFIX, 0, device=stream.device)]
 
 
