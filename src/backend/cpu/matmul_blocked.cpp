@@ -130,7 +130,8 @@ void run(PackPanel pack, LoadElement tail, bool avx2, const float* x, int64_t n,
         const int64_t kc = std::min(kKBlock, k8 - kb);
         for (int64_t j = 0; j < nw; j += kTileW) pack(w, wb + j, static_cast<int>(std::min<int64_t>(kTileW, nw - j)), kb, kc, panel + j * kc);
         if (kb + kKBlock < k8) prefetch_panel(w, wb, static_cast<int>(nw), kb + kKBlock, std::min(kKBlock, k8 - kb - kKBlock));
-        else if (xb + kRowsX >= n && wb + kRowsW < r1) prefetch_panel(w, wb + kRowsW, static_cast<int>(std::min(kRowsW, r1 - wb - kRowsW)), 0, std::min(kKBlock, k8));
+        else if (xb + kRowsX >= n && wb + kRowsW < r1)
+          prefetch_panel(w, wb + kRowsW, static_cast<int>(std::min(kRowsW, r1 - wb - kRowsW)), 0, std::min(kKBlock, k8));
         for (int64_t i = 0; i < nx; i += kTileX) {
           const int mr = static_cast<int>(std::min<int64_t>(kTileX, nx - i));
           for (int64_t j = 0; j < nw; j += kTileW) {
@@ -159,6 +160,7 @@ RowKernel blocked_kernel(const Weight& w) {
     case WeightFormat::F16:
     case WeightFormat::BF16: return dense_rows_blocked;
     case WeightFormat::MlxAffine: return mlx_affine_rows_blocked;
+    case WeightFormat::Fp8Block: return fp8_block_rows_blocked;
     default: return nullptr;
   }
 }

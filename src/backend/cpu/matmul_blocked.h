@@ -4,7 +4,7 @@
 // matmul_formats.h, bit for bit per (x row, weight row): the same 8 interleaved partial sums in
 // the same order (MLX affine: over its positions, mlx_affine_positions.h), the same final
 // reduction and tail. Only which rows, outputs and k range are in cache and registers at a time
-// differs: a panel of weight rows is converted (dense) or dequantized (MLX affine) to f32 once
+// differs: a panel of weight rows is converted (dense) or dequantized (MLX affine, FP8) to f32 once
 // per k-block and reused by every x row of a row block, with the partial sums parked in a small
 // buffer between k-blocks.
 #include <cstdint>
@@ -27,6 +27,8 @@ void dense_rows_blocked(const float* x, int64_t n, int64_t k, const Weight& w, f
 void dense_rows_blocked_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void mlx_affine_rows_blocked(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void mlx_affine_rows_blocked_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void fp8_block_rows_blocked(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void fp8_block_rows_blocked_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 // MLX affine over activations prepared once for w's layout (as mlx_affine_rows takes them).
 void mlx_affine_rows_blocked(const mlx_affine::Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 

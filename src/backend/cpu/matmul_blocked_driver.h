@@ -13,7 +13,7 @@ namespace qwenrt::cpu::blocked {
 // multiples of 8 (and of the group size for quantized formats).
 using PackPanel = void (*)(const Weight& w, int64_t r, int nr, int64_t c0, int64_t kc, float* dst);
 
-// Weight element (r, c) as f32, for the columns past the last multiple of 8 (dense formats; the
+// Weight element (r, c) as f32, for the columns past the last multiple of 8 (dense and FP8; the
 // row kernels fold these in one by one after the lane reduction). nullptr when k % 8 == 0 always.
 using LoadElement = float (*)(const Weight& w, int64_t r, int64_t c);
 

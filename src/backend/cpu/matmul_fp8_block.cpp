@@ -3,12 +3,8 @@
 // what Weight::row_to_f32 gives), then multiplied into 8 interleaved partial sums per (x row,
 // weight row) in the order of the dense kernels: a product equals the dense product over the
 // dequantized matrix bit for bit. The AVX2 kernel and its scalar twin agree bit for bit, and every
-// sum is independent of the batch and of the row range a thread takes.
-//
-// Decoding: the e4m3 bits moved into an f16 (sign to bit 15, exponent and mantissa to bits 13..7)
-// are the value / 256 exactly, subnormals included, so F16C converts 8 at a time and the tile's
-// scale is taken as 256 · scale (exact: the loader bounds scales far below overflow), giving the
-// same single rounding as e4m3(q) · scale.
+// sum is independent of the batch and of the row range a thread takes. The decoding is
+// fp8_block_decode.h's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/fp8_block_decode.h"
 #include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/matmul_row_blocking.h"
 #include "core/error.h"
@@ -25,27 +22,10 @@ namespace qwenrt::cpu {
 
 namespace {
 
-template <WeightFormat S>
-inline float load_scale(const std::byte* p, int64_t i) {
-  if constexpr (S == WeightFormat::F32) {
-    float v;
-    std::memcpy(&v, p + 4 * i, 4);
-    return v;
-  } else {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    return S == WeightFormat::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-  }
-}
-
-// 256 · the scale of row r's column block cb (r counted in the view).
-template <WeightFormat S>
-inline float scaled_256(const Weight& w, int64_t r, int64_t cb) {
-  return 256.0f * load_scale<S>(w.fp8.scales, (w.fp8.row_offset + r) / w.fp8.block_rows * w.fp8.scale_cols + cb);
-}
-
-// e4m3 byte → the f16 bits of its value / 256.
-inline uint16_t e4m3_as_f16_over_256(uint8_t q) { return static_cast<uint16_t>(((q & 0x80u) << 8) | ((q & 0x7fu) << 7)); }
+using fp8_block::check;
+using fp8_block::decode8;
+using fp8_block::e4m3_as_f16_over_256;
+using fp8_block::scaled_256;
 
 template <WeightFormat S>
 void rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -68,14 +48,6 @@ void rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y
 
 // ---- AVX2 + FMA + F16C kernel ----------------------------------------------------------------
 #define QWENRT_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-// Elements [c, c + 8) of an FP8 row as f32 value / 256.
-QWENRT_AVX2 inline __m256 decode8(const uint8_t* row, int64_t c) {
-  const __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c)));
-  const __m128i sign = _mm_and_si128(_mm_slli_epi16(v, 8), _mm_set1_epi16(static_cast<short>(0x8000)));
-  const __m128i rest = _mm_and_si128(_mm_slli_epi16(v, 7), _mm_set1_epi16(0x3f80));
-  return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
-}
 
 QWENRT_AVX2 inline float hsum8(__m256 v) {
   __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -123,12 +95,6 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
 template <WeightFormat S>
 QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   for_each_row_tile(n, k, r0, r1, [&]<int NX, int NW>(int64_t i, int64_t r) { tile<S, NX, NW>(x + i * k, k, w, r, y + i * ldy + r, ldy); });
-}
-
-void check(const Weight& w, int64_t k) {
-  if (w.fp8.block_cols <= 0 || w.fp8.block_cols % 8 != 0 || w.fp8.block_rows <= 0)
-    fail("internal: FP8 matrix with blocks ", w.fp8.block_rows, "x", w.fp8.block_cols, " (columns must be a positive multiple of 8)");
-  if (w.cols != k) fail("internal: FP8 matrix with ", w.cols, " columns used with ", k, " inputs");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The blocked prompt-window kernels against the one-row (decode) path, bit for bit per (row,
-// output): every dense format and every MLX affine width, 1..70 rows, k and output counts that
+// output): every dense format, every MLX affine width and FP8 with each scale format, 1..70 rows, k and output counts that
 // are not multiples of the register tiles, blocks or 8, partial output ranges as threads take
 // them, and the AVX2 kernel against its scalar twin.
 #include "backend/cpu/matmul_blocked.h"
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/matmul.h"
@@ -21,6 +22,7 @@ namespace {
 struct Matrix {
   std::vector<uint8_t> data;
   std::vector<uint16_t> scales, biases;
+  std::vector<float> scales_f32;
   Weight w;
 };
 
@@ -52,6 +54,29 @@ Matrix affine(int bits, int gs, WeightFormat scale_format, int64_t rows, int64_t
   }
   m.w = {WeightFormat::MlxAffine, rows, cols, reinterpret_cast<const std::byte*>(m.data.data())};
   m.w.quant = {bits, gs, scale_format, reinterpret_cast<const std::byte*>(m.scales.data()), reinterpret_cast<const std::byte*>(m.biases.data())};
+  return m;
+}
+
+// Block-scaled FP8: random e4m3 codes (NaN codes skipped), one random scale per br x bc tile;
+// row_offset puts the view's row 0 inside a tile, as a thread's or a split projection's slice is.
+Matrix fp8(int br, int bc, WeightFormat scale_format, int64_t rows, int64_t cols, int64_t row_offset, std::mt19937& rng) {
+  Matrix m;
+  std::uniform_int_distribution<int> code(0, 255);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const int c = code(rng);
+    m.data.push_back(static_cast<uint8_t>((c & 0x7F) == 0x7F ? c & 0xFE : c));
+  }
+  const int64_t grid_rows = (row_offset + rows + br - 1) / br, grid_cols = (cols + bc - 1) / bc;
+  std::uniform_real_distribution<float> sd(-3e-3f, 3e-3f);
+  for (int64_t i = 0; i < grid_rows * grid_cols; ++i) {
+    const float s = sd(rng);
+    m.scales_f32.push_back(s);
+    m.scales.push_back(scale_format == WeightFormat::F16 ? f32_to_f16(s) : f32_to_bf16(s));
+  }
+  m.w = {WeightFormat::Fp8Block, rows, cols, reinterpret_cast<const std::byte*>(m.data.data())};
+  const auto* scales = scale_format == WeightFormat::F32 ? reinterpret_cast<const std::byte*>(m.scales_f32.data())
+                                                         : reinterpret_cast<const std::byte*>(m.scales.data());
+  m.w.fp8 = {br, bc, scale_format, scales, grid_cols, row_offset};
   return m;
 }
 
@@ -117,6 +142,34 @@ INSTANTIATE_TEST_SUITE_P(Widths, BlockedAffine,
                                            AffineCase{6, 128, WeightFormat::BF16}, AffineCase{8, 32, WeightFormat::F16}),
                          [](const auto& info) { return "b" + std::to_string(info.param.bits) + "_g" + std::to_string(info.param.gs); });
 
+struct Fp8Case {
+  int br, bc;
+  WeightFormat scales;
+};
+
+class BlockedFp8 : public ::testing::TestWithParam<Fp8Case> {};
+
+TEST_P(BlockedFp8, BitwiseEqualToOneRowKernel) {
+  std::mt19937 rng(24);
+  const auto [br, bc, scales] = GetParam();
+  // k past a k-block with a tail of fewer than 8 columns; one short row with k under 8; a view
+  // starting inside a tile of rows.
+  for (auto [rows, cols, offset] : {std::tuple<int64_t, int64_t, int64_t>{53, 2 * 128 + bc + 5, 0}, std::tuple<int64_t, int64_t, int64_t>{5, 7, 0},
+                                    std::tuple<int64_t, int64_t, int64_t>{50, 3 * 128, br / 2 + 1}}) {
+    Matrix m = fp8(br, bc, scales, rows, cols, offset, rng);
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " from row " + std::to_string(offset));
+    expect_blocked_equals_rows(m.w, cpu::fp8_block_rows, cpu::fp8_block_rows_blocked, cpu::fp8_block_rows_blocked_scalar, rng);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, BlockedFp8,
+                         ::testing::Values(Fp8Case{128, 128, WeightFormat::BF16}, Fp8Case{128, 128, WeightFormat::F32},
+                                           Fp8Case{16, 64, WeightFormat::F16}, Fp8Case{3, 8, WeightFormat::BF16}),
+                         [](const auto& info) {
+                           return "b" + std::to_string(info.param.br) + "x" + std::to_string(info.param.bc) + "_" +
+                                  std::string(weight_format_name(info.param.scales));
+                         });
+
 // Through the dispatcher and the thread pool: a window of any size gives each row the bits of a
 // one-row decode step.
 TEST(BlockedDispatch, WindowRowsEqualDecodeSteps) {
@@ -124,7 +177,8 @@ TEST(BlockedDispatch, WindowRowsEqualDecodeSteps) {
   ThreadPool pool(2);
   Matrix d = dense(WeightFormat::BF16, 301, 200, rng);
   Matrix a = affine(4, 64, WeightFormat::BF16, 301, 256, rng);
-  for (const Weight* w : {&d.w, &a.w}) {
+  Matrix f = fp8(128, 128, WeightFormat::BF16, 301, 260, 0, rng);
+  for (const Weight* w : {&d.w, &a.w, &f.w}) {
     const int64_t k = w->cols, m = w->rows;
     for (int64_t n : {cpu::kBlockedMinRows - 1, cpu::kBlockedMinRows, int64_t{67}}) {
       std::vector<float> x(static_cast<std::size_t>(n * k)), y(static_cast<std::size_t>(n * m)), y1(static_cast<std::size_t>(m));
