@@ -16,7 +16,8 @@ Steps, each recorded under tools/train_demo/runs/NAME/ (the run's record):
      teacher-forced acceptance;
   4. with --qwenrt: parity.json (check_parity.py: qwenrt against transformers float64),
      cpu_bench.json (`qwenrt bench`), run_default.json (`qwenrt run` with default options),
-     samples.md (samples.py), loops.json (loop_check.py: greedy outputs, 200 tokens, short loops);
+     samples.md (samples.py), loops.json (loop_check.py: greedy outputs, 200 tokens, short loops) and
+     loops_kept_aside.json (the same over kept_aside_questions.txt);
   5. with --gpu-check: that device call's gpu_check.json (gpu_model_check.sh) is copied in;
   6. README.md, the model card, from all of the above (model_card.py); what was not measured is
      marked so in the card.
@@ -128,6 +129,9 @@ def main() -> None:
         # Recorded, not enforced here: the card shows which greedy outputs loop (exit status 1 then).
         subprocess.run([sys.executable, str(HERE / "loop_check.py"), "--model", str(folder), "--qwenrt", str(args.qwenrt),
                         "--json", str(record / "loops.json")], check=False)
+        subprocess.run([sys.executable, str(HERE / "loop_check.py"), "--model", str(folder), "--qwenrt", str(args.qwenrt),
+                        "--questions", str(HERE / "kept_aside_questions.txt"), "--json", str(record / "loops_kept_aside.json")],
+                       check=False)
     if args.gpu_check:
         shutil.copyfile(args.gpu_check / "gpu_check.json", record / "gpu_check.json")
     python("model_card.py", "--model", str(folder), "--record", str(record))

@@ -6,7 +6,7 @@ Usage:
 
 Reads the folder's config.json and greedy_reference.json and the record's metrics.json,
 data.json, eval.json, and where present parity.json, cpu_bench.json, run_default.json,
-gpu_check.json, loops.json and samples.md. Every number in the card comes from those files; a measurement
+gpu_check.json, loops.json, loops_kept_aside.json and samples.md. Every number in the card comes from those files; a measurement
 whose file is missing is written as "not measured yet" with the command that makes it.
 """
 
@@ -159,6 +159,13 @@ def card(model: Path, record: Path) -> str:
                        f"{'' if r['closes_think'] is None else ('yes' if r['closes_think'] else 'no')} |")
     else:
         out.append(f"{todo} (`finalize.py --qwenrt BIN`).")
+    aside = load(record / "loops_kept_aside.json")
+    if aside:
+        looping = [r for r in aside if r["loop_period"]]
+        listed = "; ".join(f"{r['question']} ({'thinking' if r['thinking'] else 'no thinking'}, period {r['loop_period']})" for r in looping)
+        out += ["", f"The {len({r['question'] for r in aside})} questions kept aside for judging training runs "
+                "(`tools/train_demo/kept_aside_questions.txt`), the same way: "
+                f"**{len(looping)} of {len(aside)} outputs loop**" + (f": {listed}." if looping else ".")]
     samples = record / "samples.md"
     out += ["", "## Samples", "", samples.read_text().strip() if samples.exists() else
             f"{todo} (`tools/train_demo/samples.py --model models/{name} --qwenrt BIN > tools/train_demo/runs/{name}/samples.md`)."]
