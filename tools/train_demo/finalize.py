@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,8 +44,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 # MTP speculative greedy decoding on text the model never saw (Debian's licence texts), a fixed
 # draft length of 4 so that acceptance per draft position is measured (bench/run_speculative.sh).
 SPECULATIVE_TEXTS = ("/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0")
-SPECULATIVE_ARGS = ["--speculative", "mtp", "--draft-tokens", "4", "--fixed-draft", "--segments", "4", "--prompt-tokens", "128",
+SPECULATIVE_ARGS = ["--speculative", "mtp", "--draft-tokens", "4", "--fixed-draft", "--prompt-tokens", "128",
                     "--gen-tokens", "48", "--repeats", "1", "--threads", "1", "--json"]
+# ... and on the held-back test slice (issue 30 asks the acceptance there, teacher-forced and in
+# speculative greedy decoding): its first HELDBACK_TOKENS tokens as text, HELDBACK_SEGMENTS prompts.
+HELDBACK_TOKENS, HELDBACK_SEGMENTS = 60_000, 16
 RUN_PROMPT = "Tell me about the river Jordan."
 
 
@@ -69,6 +74,17 @@ def python(script: str, *args: str) -> None:
 def qwenrt_json(cmd: list[str], out: Path) -> None:
     res = subprocess.run(cmd, check=True, capture_output=True, text=True)
     out.write_text(res.stdout.strip().splitlines()[-1] + "\n")
+
+
+def write_heldback_text(data: Path, folder: Path, out: Path) -> None:
+    """The held-back test stream's first HELDBACK_TOKENS tokens as text (chat turns with their
+    template tokens), for measuring speculation on the slice the card's perplexity comes from."""
+    import lzma
+
+    import numpy as np
+    from tokenizers import Tokenizer
+    stream = np.load(io.BytesIO(lzma.open(data / "test.npy.xz").read()))[:HELDBACK_TOKENS]
+    out.write_text(Tokenizer.from_file(str(folder / "tokenizer.json")).decode(stream.tolist(), skip_special_tokens=False))
 
 
 def main() -> None:
@@ -116,8 +132,10 @@ def main() -> None:
         qwenrt_json([str(args.qwenrt), "bench", "--model", str(folder), "--prompt-tokens", "512", "--gen-tokens", "128", "--json"],
                     record / "cpu_bench.json")
         speculative = []
-        for text in SPECULATIVE_TEXTS:
-            cmd = [str(args.qwenrt), "bench", "--model", str(folder), "-f", text, *SPECULATIVE_ARGS]
+        heldback = Path(tempfile.mkdtemp()) / f"held-back-test-{HELDBACK_TOKENS // 1000}k.txt"
+        write_heldback_text(args.data, folder, heldback)
+        for text, segments in [(t, 4) for t in SPECULATIVE_TEXTS] + [(str(heldback), HELDBACK_SEGMENTS)]:
+            cmd = [str(args.qwenrt), "bench", "--model", str(folder), "-f", text, "--segments", str(segments), *SPECULATIVE_ARGS]
             result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
             speculative.append({"text": text, "command": " ".join(cmd[1:]), **result})
         (record / "speculative.json").write_text(json.dumps(speculative, indent=1) + "\n")
