@@ -132,12 +132,13 @@ def main() -> None:
         qwenrt_json([str(args.qwenrt), "bench", "--model", str(folder), "--prompt-tokens", "512", "--gen-tokens", "128", "--json"],
                     record / "cpu_bench.json")
         speculative = []
-        heldback = Path(tempfile.mkdtemp()) / f"held-back-test-{HELDBACK_TOKENS // 1000}k.txt"
-        write_heldback_text(args.data, folder, heldback)
-        for text, segments in [(t, 4) for t in SPECULATIVE_TEXTS] + [(str(heldback), HELDBACK_SEGMENTS)]:
-            cmd = [str(args.qwenrt), "bench", "--model", str(folder), "-f", text, "--segments", str(segments), *SPECULATIVE_ARGS]
-            result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-            speculative.append({"text": text, "command": " ".join(cmd[1:]), **result})
+        with tempfile.TemporaryDirectory() as tmp:
+            heldback = Path(tmp) / f"held-back-test-{HELDBACK_TOKENS // 1000}k.txt"
+            write_heldback_text(args.data, folder, heldback)
+            for text, segments in [(t, 4) for t in SPECULATIVE_TEXTS] + [(str(heldback), HELDBACK_SEGMENTS)]:
+                cmd = [str(args.qwenrt), "bench", "--model", str(folder), "-f", text, "--segments", str(segments), *SPECULATIVE_ARGS]
+                result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+                speculative.append({"text": text, "command": " ".join(cmd[1:]), **result})
         (record / "speculative.json").write_text(json.dumps(speculative, indent=1) + "\n")
         qwenrt_json([str(args.qwenrt), "run", "--model", str(folder), "-p", RUN_PROMPT, "--seed", "1", "--json"],
                     record / "run_default.json")

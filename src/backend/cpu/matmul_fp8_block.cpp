@@ -24,16 +24,14 @@ namespace {
 
 using fp8_block::check;
 using fp8_block::decode8;
-using fp8_block::e4m3_as_f16_over_256;
 using fp8_block::scaled_256;
 
 template <WeightFormat S>
 void rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t bc = w.fp8.block_cols, k8 = k / 8 * 8;
+  const int64_t k8 = k / 8 * 8;
   std::vector<float> wrow(static_cast<std::size_t>(k));
   for (int64_t r = r0; r < r1; ++r) {
-    const auto* row = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r) * w.row_bytes());
-    for (int64_t c = 0; c < k; ++c) wrow[static_cast<std::size_t>(c)] = f16_to_f32(e4m3_as_f16_over_256(row[c])) * scaled_256<S>(w, r, c / bc);
+    for (int64_t c = 0; c < k; ++c) wrow[static_cast<std::size_t>(c)] = fp8_block::element<S>(w, r, c);
     for (int64_t i = 0; i < n; ++i) {
       const float* xr = x + i * k;
       float l[8] = {};
@@ -86,7 +84,7 @@ QWENRT_AVX2 void tile(const float* x, int64_t k, const Weight& w, int64_t r, flo
   for (int i = 0; i < NX; ++i)
     for (int j = 0; j < NW; ++j) {
       float s = hsum8(acc[i][j]);
-      for (int64_t c = k8; c < k; ++c) s = std::fma(x[i * k + c], f16_to_f32(e4m3_as_f16_over_256(rows[j][c])) * scaled_256<S>(w, r + j, c / bc), s);
+      for (int64_t c = k8; c < k; ++c) s = std::fma(x[i * k + c], fp8_block::element<S>(w, r + j, c), s);
       y[i * ldy + j] = s;
     }
 }

@@ -15,6 +15,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_formats.h"
 #include "core/half.h"
+#include "support/random_fp8_matrix.h"
 
 namespace qwenrt {
 namespace {
@@ -22,7 +23,6 @@ namespace {
 struct Matrix {
   std::vector<uint8_t> data;
   std::vector<uint16_t> scales, biases;
-  std::vector<float> scales_f32;
   Weight w;
 };
 
@@ -54,29 +54,6 @@ Matrix affine(int bits, int gs, WeightFormat scale_format, int64_t rows, int64_t
   }
   m.w = {WeightFormat::MlxAffine, rows, cols, reinterpret_cast<const std::byte*>(m.data.data())};
   m.w.quant = {bits, gs, scale_format, reinterpret_cast<const std::byte*>(m.scales.data()), reinterpret_cast<const std::byte*>(m.biases.data())};
-  return m;
-}
-
-// Block-scaled FP8: random e4m3 codes (NaN codes skipped), one random scale per br x bc tile;
-// row_offset puts the view's row 0 inside a tile, as a thread's or a split projection's slice is.
-Matrix fp8(int br, int bc, WeightFormat scale_format, int64_t rows, int64_t cols, int64_t row_offset, std::mt19937& rng) {
-  Matrix m;
-  std::uniform_int_distribution<int> code(0, 255);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    const int c = code(rng);
-    m.data.push_back(static_cast<uint8_t>((c & 0x7F) == 0x7F ? c & 0xFE : c));
-  }
-  const int64_t grid_rows = (row_offset + rows + br - 1) / br, grid_cols = (cols + bc - 1) / bc;
-  std::uniform_real_distribution<float> sd(-3e-3f, 3e-3f);
-  for (int64_t i = 0; i < grid_rows * grid_cols; ++i) {
-    const float s = sd(rng);
-    m.scales_f32.push_back(s);
-    m.scales.push_back(scale_format == WeightFormat::F16 ? f32_to_f16(s) : f32_to_bf16(s));
-  }
-  m.w = {WeightFormat::Fp8Block, rows, cols, reinterpret_cast<const std::byte*>(m.data.data())};
-  const auto* scales = scale_format == WeightFormat::F32 ? reinterpret_cast<const std::byte*>(m.scales_f32.data())
-                                                         : reinterpret_cast<const std::byte*>(m.scales.data());
-  m.w.fp8 = {br, bc, scale_format, scales, grid_cols, row_offset};
   return m;
 }
 
@@ -156,7 +133,7 @@ TEST_P(BlockedFp8, BitwiseEqualToOneRowKernel) {
   // starting inside a tile of rows.
   for (auto [rows, cols, offset] : {std::tuple<int64_t, int64_t, int64_t>{53, 2 * 128 + bc + 5, 0}, std::tuple<int64_t, int64_t, int64_t>{5, 7, 0},
                                     std::tuple<int64_t, int64_t, int64_t>{50, 3 * 128, br / 2 + 1}}) {
-    Matrix m = fp8(br, bc, scales, rows, cols, offset, rng);
+    test::Fp8Matrix m = test::random_fp8_matrix(rows, cols, br, bc, scales, rng, offset);
     SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " from row " + std::to_string(offset));
     expect_blocked_equals_rows(m.w, cpu::fp8_block_rows, cpu::fp8_block_rows_blocked, cpu::fp8_block_rows_blocked_scalar, rng);
   }
@@ -177,7 +154,7 @@ TEST(BlockedDispatch, WindowRowsEqualDecodeSteps) {
   ThreadPool pool(2);
   Matrix d = dense(WeightFormat::BF16, 301, 200, rng);
   Matrix a = affine(4, 64, WeightFormat::BF16, 301, 256, rng);
-  Matrix f = fp8(128, 128, WeightFormat::BF16, 301, 260, 0, rng);
+  test::Fp8Matrix f = test::random_fp8_matrix(301, 260, 128, 128, WeightFormat::BF16, rng);
   for (const Weight* w : {&d.w, &a.w, &f.w}) {
     const int64_t k = w->cols, m = w->rows;
     for (int64_t n : {cpu::kBlockedMinRows - 1, cpu::kBlockedMinRows, int64_t{67}}) {

@@ -11,6 +11,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_formats.h"
 #include "core/half.h"
+#include "support/random_fp8_matrix.h"
 
 namespace qwenrt {
 namespace {
@@ -32,38 +33,7 @@ TEST(Fp8E4m3, EveryCodeDecodesToItsValue) {
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
 }
 
-struct Fp8Matrix {
-  std::vector<uint8_t> q;
-  std::vector<std::byte> scales;
-  Weight w;
-};
-
-// Random e4m3 codes (no NaN) and random scales in the given format, blocks br x bc.
-Fp8Matrix make(int64_t rows, int64_t cols, int br, int bc, WeightFormat sf, std::mt19937& rng) {
-  Fp8Matrix m;
-  std::uniform_int_distribution<int> code(0, 255);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    int c = code(rng);
-    if ((c & 0x7F) == 0x7F) c &= 0xFE;
-    m.q.push_back(static_cast<uint8_t>(c));
-  }
-  const int64_t gr = (rows + br - 1) / br, gc = (cols + bc - 1) / bc;
-  std::uniform_real_distribution<float> sd(-3e-3f, 3e-3f);
-  for (int64_t i = 0; i < gr * gc; ++i) {
-    const float s = sd(rng);
-    if (sf == WeightFormat::F32) {
-      const auto* b = reinterpret_cast<const std::byte*>(&s);
-      m.scales.insert(m.scales.end(), b, b + 4);
-    } else {
-      const uint16_t h = sf == WeightFormat::BF16 ? f32_to_bf16(s) : f32_to_f16(s);
-      const auto* b = reinterpret_cast<const std::byte*>(&h);
-      m.scales.insert(m.scales.end(), b, b + 2);
-    }
-  }
-  m.w = {WeightFormat::Fp8Block, rows, cols, reinterpret_cast<const std::byte*>(m.q.data())};
-  m.w.fp8 = {br, bc, sf, m.scales.data(), gc, 0};
-  return m;
-}
+using test::Fp8Matrix;
 
 // The dequantized matrix as f32 rows (what the loader's tests compare with the fixtures).
 std::vector<float> dequantized(const Weight& w) {
@@ -83,7 +53,7 @@ class Fp8BlockMatmul : public ::testing::TestWithParam<Case> {};
 TEST_P(Fp8BlockMatmul, RowsAreCodeTimesTheirBlockScale) {
   std::mt19937 rng(3);
   const Case c = GetParam();
-  Fp8Matrix m = make(c.rows, c.cols, c.br, c.bc, c.scale, rng);
+  Fp8Matrix m = test::random_fp8_matrix(c.rows, c.cols, c.br, c.bc, c.scale, rng);
   const auto deq = dequantized(m.w);
   for (int64_t r = 0; r < c.rows; ++r)
     for (int64_t col = 0; col < c.cols; ++col) {
@@ -106,7 +76,7 @@ TEST_P(Fp8BlockMatmul, Avx2EqualsScalarAndDenseBitForBitBatchInvariant) {
   std::mt19937 rng(5);
   const Case c = GetParam();
   ThreadPool pool(2);
-  Fp8Matrix m = make(c.rows, c.cols, c.br, c.bc, c.scale, rng);
+  Fp8Matrix m = test::random_fp8_matrix(c.rows, c.cols, c.br, c.bc, c.scale, rng);
   const auto deq = dequantized(m.w);
   const Weight dense{WeightFormat::F32, c.rows, c.cols, reinterpret_cast<const std::byte*>(deq.data())};
   const int64_t begin = c.rows / 3 + 1;
