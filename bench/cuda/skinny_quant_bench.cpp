@@ -1,8 +1,8 @@
 // Decode-shaped products over packed quantized weights on the GPU (backend/cuda/quant/
 // skinny_quant_gemm): time per call and the packed bytes streamed (weights, scales, biases) as a
 // fraction of the copy bandwidth measured in the same run, beside the bf16 skinny GEMM on the same
-// shape. q4 runs in the tensor-core tiles the uploader makes ("q4 g64") and in rows ("q4 rows",
-// the warp-per-row kernel, for comparison).
+// shape. q4 and q8 run in the tensor-core tiles the uploader makes ("q4 g64", "q8 g64") and in rows
+// ("q4 rows", "q8 rows": the warp-per-row kernel, for comparison).
 //   cuda_skinny_quant_bench [--quick] [FORMAT]    (--quick: one activation row; FORMAT: one of
 //                                                  the formats below, e.g. "q4 g64", alone)
 // Weights are rotated among enough copies that the L2 never holds them, as in a decode step.
@@ -14,8 +14,8 @@
 
 #include "backend/cuda/diagnostics/device_measure.h"
 #include "backend/cuda/gemm/skinny_gemm.h"
-#include "backend/cuda/quant/affine4_tiles.h"
-#include "backend/cuda/quant/affine4_tiling.h"
+#include "backend/cuda/quant/affine_tiles.h"
+#include "backend/cuda/quant/affine_tiling.h"
 #include "backend/cuda/quant/random_fill.h"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 #include "backend/cuda/runtime/cuda_device.h"
@@ -35,12 +35,12 @@ struct Shape {
 struct Format {
   const char* name;
   cuda::QuantKind kind;
-  int bits;  // affine: 4 or 8 (the value range of the fields); 0: FP8
-  bool tiled = false;  // 4-bit: in tensor-core tiles (the uploader's choice), else in rows
+  int bits;            // affine: 4 or 8 (the value range of the fields); 0: FP8
+  bool tiled = false;  // affine: in tensor-core tiles (the uploader's choice), else in rows
 };
 
 // One packed copy: fields, scales and biases (or FP8 bytes and f32 tile scales) as the uploader lays
-// them out for synthetic weights (g64 bf16 for affine, in tiles for q4; 128x128 for FP8).
+// them out for synthetic weights (g64 bf16 for affine, in tiles or rows; 128x128 for FP8).
 struct Packed {
   cuda::DeviceBuffer data, scales, biases;
   cuda::QuantMatrix m;
@@ -53,7 +53,7 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
   m.rows = s.rows;
   m.cols = s.k;
   m.tiled = f.tiled;
-  p.data = cuda::DeviceBuffer(static_cast<std::size_t>(f.tiled ? cuda::affine4_tiles::field_bytes(s.rows, s.k) : s.rows * m.row_bytes()));
+  p.data = cuda::DeviceBuffer(static_cast<std::size_t>(f.tiled ? cuda::affine_tiles::field_bytes(s.rows, s.k, f.bits) : s.rows * m.row_bytes()));
   cuda::fill_random_bytes(p.data.get(), p.data.bytes(), seed, f.kind == cuda::QuantKind::Fp8, nullptr);
   if (f.kind == cuda::QuantKind::Fp8) {
     m.block_rows = m.block_cols = 128;
@@ -67,8 +67,8 @@ Packed make(const Format& f, const Shape& s, uint64_t seed) {
     m.scale_type = cuda::QuantScale::BF16;
     const uint16_t scale = f32_to_bf16(0.1f / static_cast<float>((1 << f.bits) - 1)), bias = f32_to_bf16(-0.05f);
     if (f.tiled) {
-      p.scales = cuda::DeviceBuffer(static_cast<std::size_t>(cuda::affine4_tiles::table_values(s.rows, s.k / 64)) * 2);
-      cuda::fill_affine4_tile_scales_bf16(p.scales.get(), s.rows, s.k / 64, scale, bias, nullptr);
+      p.scales = cuda::DeviceBuffer(static_cast<std::size_t>(cuda::affine_tiles::table_values(s.rows, s.k / 64)) * 2);
+      cuda::fill_affine_tile_scales_bf16(p.scales.get(), s.rows, s.k / 64, scale, bias, nullptr);
     } else {
       const std::size_t groups = static_cast<std::size_t>(s.rows * (s.k / 64));
       p.scales = cuda::DeviceBuffer(groups * 2);
@@ -94,11 +94,12 @@ int main(int argc, char** argv) try {
   }
   std::vector<Format> formats = {{"q4 g64", cuda::QuantKind::Affine4, 4, true},
                                  {"q4 rows", cuda::QuantKind::Affine4, 4, false},
-                                 {"q8 g64", cuda::QuantKind::Affine8, 8},
+                                 {"q8 g64", cuda::QuantKind::Affine8, 8, true},
+                                 {"q8 rows", cuda::QuantKind::Affine8, 8, false},
                                  {"fp8 128", cuda::QuantKind::Fp8, 0}};
   if (only) {
     std::erase_if(formats, [&](const Format& f) { return only != std::string(f.name); });
-    if (formats.empty()) throw std::runtime_error(std::string("no format \"") + only + "\" (q4 g64, q4 rows, q8 g64, fp8 128)");
+    if (formats.empty()) throw std::runtime_error(std::string("no format \"") + only + "\" (q4 g64, q4 rows, q8 g64, q8 rows, fp8 128)");
   }
   const cuda::DeviceInfo dev = cuda::require_supported_device(0);
   const double copy = cuda::copy_bandwidth_GBps(std::size_t{2} << 30);

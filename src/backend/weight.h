@@ -70,8 +70,8 @@ struct BoundWeight {
   // Quantized formats, kept packed (the CUDA backend: model/cuda/quant_upload.h).
   // MlxAffine: `bits`-wide containers (4 or 8: 2/3-bit weights repacked into 4, 5/6-bit into 8, the
   // same values), `scales` and `biases` of `scale_format` per `group_size` as in the checkpoint.
-  // `tiled` (4-bit containers): fields, scales and biases in the decode kernel's tensor-core tiles
-  // (backend/cuda/quant/affine4_tiles.h; scales and biases interleaved in `scales`) instead of rows.
+  // `tiled` (4-bit and 8-bit containers): fields, scales and biases in the decode kernel's tensor-core tiles
+  // (backend/cuda/quant/affine_tiles.h; scales and biases interleaved in `scales`) instead of rows.
   // Fp8Block: f32 tile `scales`, `scale_cols` per tile row, this weight's row 0 at row `row_offset`
   // of the first tile row.
   const void* scales = nullptr;

@@ -6,8 +6,8 @@ src_dir, out_dir = sys.argv[1], sys.argv[2]
 for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_state.cu', 'deltanet/deltanet_chunk_state_wgmma.cu',
              'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu',
              'moe/moe_route.cu', 'moe/moe_decode.cu', 'moe/moe_window.cu', 'moe/moe_grouped_wgmma.cu', 'moe/moe_decode_packed.cu',
-             'quant/skinny_quant_gemm.cu', 'quant/skinny_quant_affine.cu', 'quant/skinny_quant_affine4_tiles.cu', 'quant/skinny_quant_fp8.cu',
-             'quant/dequantize_rows.cu', 'quant/affine4_tiling.cu']:
+             'quant/skinny_quant_gemm.cu', 'quant/skinny_quant_affine.cu', 'quant/skinny_quant_affine_tiles.cu', 'quant/skinny_quant_fp8.cu',
+             'quant/dequantize_rows.cu', 'quant/affine_tiling.cu']:
     s = open(os.path.join(src_dir, name)).read()
     s = s.replace('extern __shared__ float4 smem_raw[];', 'float4* smem_raw = reinterpret_cast<float4*>(emu::g_block->smem);')
     def launch(m):

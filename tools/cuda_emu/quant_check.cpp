@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "backend/cuda/moe/moe.h"
-#include "check_support.h"
-#include "backend/cuda/quant/affine4_tiles.h"
-#include "backend/cuda/quant/affine4_tiling.h"
+#include "backend/cuda/quant/affine_tiles.h"
+#include "backend/cuda/quant/affine_tiling.h"
 #include "backend/cuda/quant/dequantize_rows.h"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/quant/skinny_quant_gemm.h"
+#include "check_support.h"
 #include "core/half.h"
 
 namespace {
@@ -105,7 +105,10 @@ int check_products(const char* name, const Packed& a, const Packed& b, std::mt19
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows + rows2; ++r) same &= y[static_cast<std::size_t>(i * ldy + r)] == all[static_cast<std::size_t>(i * ldy + r)];
     const bool ok = err <= 1e-6 && same;
-    std::printf("  %-28s n=%lld rel_l2 %.2e vs double%s  %s\n", name, static_cast<long long>(n), err, n == 8 ? "" : same ? ", same bits as among 8" : ", DIFFERENT bits",
+    std::printf("  %-28s n=%lld rel_l2 %.2e vs double%s  %s\n", name, static_cast<long long>(n), err,
+                n == 8 ? ""
+                : same ? ", same bits as among 8"
+                       : ", DIFFERENT bits",
                 ok ? "ok" : "FAIL");
     failures += !ok;
   }
@@ -119,23 +122,25 @@ int check_products(const char* name, QuantKind kind, int group, bool small = fal
   return check_products(name, a, b, rng);
 }
 
-// ---- 4-bit weights in tensor-core tiles (affine4_tiles.h) -----------------------------------------
+// ---- 4-bit and 8-bit weights in tensor-core tiles (affine_tiles.h) ------------------------------
 
-// A row-major 4-bit weight laid out in tiles on the host with the layout functions: fields, then
-// (scale, bias) pairs in the one table.
+// A row-major 4-bit or 8-bit weight laid out in tiles on the host with the layout functions: fields
+// (a plane per nibble), then (scale, bias) pairs in the one table.
 Packed tile_on_host(const Packed& p) {
-  namespace at = affine4_tiles;
+  namespace at = affine_tiles;
   const int64_t rows = p.m.rows, cols = p.m.cols, groups = cols / p.m.group_size;
   Packed t;
   t.m = p.m;
   t.m.tiled = true;
   t.m.biases = nullptr;
-  t.data.assign(static_cast<std::size_t>(at::field_bytes(rows, cols)), 0);
+  const int bits = p.m.kind == QuantKind::Affine8 ? 8 : 4;
+  t.data.assign(static_cast<std::size_t>(at::field_bytes(rows, cols, bits)), 0);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const at::NibbleAt where = at::nibble_at(cols, r, c);
-      t.data[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>(quant::field(p.m, r, c) << where.shift);
-    }
+    for (int64_t c = 0; c < cols; ++c)
+      for (int plane = 0; plane < at::planes(bits); ++plane) {
+        const at::NibbleAt where = at::nibble_at(cols, bits, r, c, plane);
+        t.data[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>((quant::field(p.m, r, c) >> (4 * plane) & 0xfu) << where.shift);
+      }
   const auto values = static_cast<std::size_t>(at::table_values(rows, groups));
   const bool wide = p.m.scale_type == QuantScale::F32;
   if (wide) t.scales32.assign(values, 0.0f);
@@ -154,17 +159,17 @@ Packed tile_on_host(const Packed& p) {
 // The device's tiling kernels (the uploader's) make the host's bytes; a synthetic table has its
 // constants on the real rows and zeros on the padding; every element reads the same in both layouts.
 int check_tiling(const char* name, const Packed& p, const Packed& t) {
-  namespace at = affine4_tiles;
+  namespace at = affine_tiles;
   const int64_t rows = p.m.rows, cols = p.m.cols, groups = cols / p.m.group_size;
   std::vector<uint8_t> fields(t.data.size(), 0xee);
-  tile_affine4_fields(p.data.data(), rows, cols, fields.data(), nullptr);
+  tile_affine_fields(p.data.data(), rows, cols, p.m.kind == QuantKind::Affine8 ? 8 : 4, fields.data(), nullptr);
   const bool wide = p.m.scale_type == QuantScale::F32;
   std::vector<uint8_t> table(wide ? t.scales32.size() * 4 : t.scales16.size() * 2, 0xee);
-  tile_affine4_scales(p.m.scales, p.m.biases, wide ? 4 : 2, rows, groups, table.data(), nullptr);
+  tile_affine_scales(p.m.scales, p.m.biases, wide ? 4 : 2, rows, groups, table.data(), nullptr);
   const bool same_fields = fields == t.data;
   const bool same_table = std::memcmp(table.data(), t.m.scales, table.size()) == 0;
   std::vector<uint16_t> synthetic(static_cast<std::size_t>(at::table_values(rows, groups)), 0xeeee);
-  fill_affine4_tile_scales_bf16(synthetic.data(), rows, groups, 0x1234, 0x5678, nullptr);
+  fill_affine_tile_scales_bf16(synthetic.data(), rows, groups, 0x1234, 0x5678, nullptr);
   bool synthetic_ok = true;
   for (int64_t r = 0; r < at::tiles(rows) * at::kTileRows; ++r)
     for (int64_t g = 0; g < groups; ++g) {
@@ -212,15 +217,22 @@ int check_tiled_depths(const char* name, const Packed& ta, const Packed& tc, std
   return !same;
 }
 
-int check_tiled(const char* name, int group, QuantScale scale_type) {
+int check_tiled(const char* name, QuantKind kind, int group, QuantScale scale_type) {
   std::mt19937 rng(17);
   // 37 rows: a partial tile. 76 units of 64 columns: every warp has several batches of chunks, the
   // last one partial, and not all warps the same number.
   const int64_t rows = 37, k = 4864, rows2 = 16, rows3 = 48;
-  const Packed a = make(QuantKind::Affine4, rows, k, group, rng, false, scale_type), b = make(QuantKind::Affine4, rows2, k, group, rng, false, scale_type),
-               c = make(QuantKind::Affine4, rows3, k, group, rng, false, scale_type);
+  const Packed a = make(kind, rows, k, group, rng, false, scale_type), b = make(kind, rows2, k, group, rng, false, scale_type),
+               c = make(kind, rows3, k, group, rng, false, scale_type);
   const Packed ta = tile_on_host(a), tb = tile_on_host(b), tc = tile_on_host(c);
   return check_tiling(name, a, ta) + check_tiled_dequantize(name, a, ta) + check_products(name, ta, tb, rng) + check_tiled_depths(name, ta, tc, rng);
+}
+
+// FP8 takes a deep or a shallow form by the same rule (skinny_quant_fp8.cu launch()).
+int check_fp8_depths(const char* name, int block) {
+  std::mt19937 rng(19);
+  const Packed a = make(QuantKind::Fp8, 37, 1024, block, rng), c = make(QuantKind::Fp8, 48, 1024, block, rng);
+  return check_tiled_depths(name, a, c, rng);
 }
 
 float silu(float g) { return g / (1.0f + std::exp(-g)); }
@@ -282,14 +294,16 @@ int check_packed_moe(const char* name, QuantKind kind, int group) {
   bool same = true;
   for (int64_t d = 0; d < H; ++d) same &= alone[static_cast<std::size_t>(d)] == y[static_cast<std::size_t>(3 * H + d)];
   const bool ok = err <= 2e-3 && same;
-  std::printf("  %-28s packed experts, decode: rel_l2 %.2e vs double, row alone %s  %s\n", name, err, same ? "same bits" : "DIFFERENT", ok ? "ok" : "FAIL");
+  std::printf("  %-28s packed experts, decode: rel_l2 %.2e vs double, row alone %s  %s\n", name, err, same ? "same bits" : "DIFFERENT",
+              ok ? "ok" : "FAIL");
   failures += !ok;
   // Windows: the stacks widened to bf16, then the grouped path (weights rounded to bf16: looser).
   std::vector<uint8_t> wide(moe_dequantized_bytes(ex) + 16);
   const MoeExperts grouped = moe_dequantize(ex, wide.data(), nullptr);
   std::vector<uint8_t> scratch(moe_window_scratch_bytes(rows, grouped) + 16);
   std::vector<float> yw(static_cast<std::size_t>(rows * H));
-  moe_window(reinterpret_cast<const __nv_bfloat16*>(x.data()), H, rows, grouped, ids.data(), weights.data(), scratch.data(), yw.data(), H, false, nullptr);
+  moe_window(reinterpret_cast<const __nv_bfloat16*>(x.data()), H, rows, grouped, ids.data(), weights.data(), scratch.data(), yw.data(), H, false,
+             nullptr);
   const double werr = rel_l2(yw, ref);
   std::printf("  %-28s packed experts, window via bf16 stacks: rel_l2 %.2e vs double  %s\n", name, werr, werr <= 2e-2 ? "ok" : "FAIL");
   failures += werr > 2e-2;
@@ -304,17 +318,24 @@ int quant_check() {
   failures += check_products("affine 4-bit g32", QuantKind::Affine4, 32);
   failures += check_products("affine 4-bit g64", QuantKind::Affine4, 64);
   failures += check_products("affine 4-bit g128", QuantKind::Affine4, 128);
-  failures += check_tiled("affine 4-bit tiles g32 bf16", 32, QuantScale::BF16);
-  failures += check_tiled("affine 4-bit tiles g64 bf16", 64, QuantScale::BF16);
-  failures += check_tiled("affine 4-bit tiles g128 f16", 128, QuantScale::F16);
-  failures += check_tiled("affine 4-bit tiles g64 f32", 64, QuantScale::F32);
-  failures += check_tiled("affine 4-bit tiles g32 f32", 32, QuantScale::F32);
+  failures += check_tiled("affine 4-bit tiles g32 bf16", QuantKind::Affine4, 32, QuantScale::BF16);
+  failures += check_tiled("affine 4-bit tiles g64 bf16", QuantKind::Affine4, 64, QuantScale::BF16);
+  failures += check_tiled("affine 4-bit tiles g128 f16", QuantKind::Affine4, 128, QuantScale::F16);
+  failures += check_tiled("affine 4-bit tiles g64 f32", QuantKind::Affine4, 64, QuantScale::F32);
+  failures += check_tiled("affine 4-bit tiles g32 f32", QuantKind::Affine4, 32, QuantScale::F32);
+  failures += check_tiled("affine 8-bit tiles g32 bf16", QuantKind::Affine8, 32, QuantScale::BF16);
+  failures += check_tiled("affine 8-bit tiles g64 bf16", QuantKind::Affine8, 64, QuantScale::BF16);
+  failures += check_tiled("affine 8-bit tiles g128 f16", QuantKind::Affine8, 128, QuantScale::F16);
+  failures += check_tiled("affine 8-bit tiles g64 f32", QuantKind::Affine8, 64, QuantScale::F32);
+  failures += check_tiled("affine 8-bit tiles g32 f32", QuantKind::Affine8, 32, QuantScale::F32);
   failures += check_products("affine 8-bit g32", QuantKind::Affine8, 32);
   failures += check_products("affine 8-bit g64", QuantKind::Affine8, 64);
   failures += check_products("affine 8-bit g128", QuantKind::Affine8, 128);
   failures += check_products("fp8 128x128", QuantKind::Fp8, 128);
   failures += check_products("fp8 32x32", QuantKind::Fp8, 32);
   failures += check_products("fp8 16x16 small codes", QuantKind::Fp8, 16, true);
+  failures += check_fp8_depths("fp8 128x128", 128);
+  failures += check_fp8_depths("fp8 32x32", 32);
   failures += check_packed_moe("affine 4-bit g64", QuantKind::Affine4, 64);
   failures += check_packed_moe("affine 8-bit g32", QuantKind::Affine8, 32);
   failures += check_packed_moe("fp8 64x64", QuantKind::Fp8, 64);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cuda/quant/affine4_tiles.h"
-#include "backend/cuda/quant/affine4_tiling.h"
+#include "backend/cuda/quant/affine_tiles.h"
+#include "backend/cuda/quant/affine_tiling.h"
 #include "backend/cuda/quant/random_fill.h"
 #include "backend/cuda/runtime/cuda_check.h"
 #include "backend/cuda/runtime/device_buffer.h"
@@ -49,14 +49,16 @@ void upload_rows(const Weight& w, int container, std::byte* data, std::byte* sca
   copy(biases, w.quant.biases, static_cast<std::size_t>(w.rows) * w.group_row_bytes());
 }
 
-// The tensor-core tiles (affine4_tiles.h): slices of whole 16-row tiles (~16 MB of fields) copied
-// row-major to a device staging buffer, then tiled there by the GPU (affine4_tiling.h).
+// The tensor-core tiles (affine_tiles.h): slices of whole 16-row tiles (~16 MB of fields) copied
+// row-major to a device staging buffer, then tiled there by the GPU (affine_tiling.h).
 void upload_tiles(const Weight& w, std::byte* data, std::byte* table, const DeviceCopy& copy) {
-  namespace at = cuda::affine4_tiles;
-  const std::size_t row = static_cast<std::size_t>(w.cols) / 2, group_row = w.group_row_bytes();
+  namespace at = cuda::affine_tiles;
+  const int container = affine_container_bits(w.quant.bits);
+  const std::size_t row = static_cast<std::size_t>(w.cols) * static_cast<std::size_t>(container) / 8, group_row = w.group_row_bytes();
   const int64_t groups = w.cols / w.quant.group_size;
   const int value_bytes = static_cast<int>(weight_element_bytes(w.quant.scale_format));
-  const int64_t slice = std::min(at::tiles(w.rows), std::max<int64_t>(1, static_cast<int64_t>((std::size_t{16} << 20) / (row * at::kTileRows)))) * at::kTileRows;
+  const int64_t slice =
+      std::min(at::tiles(w.rows), std::max<int64_t>(1, static_cast<int64_t>((std::size_t{16} << 20) / (row * at::kTileRows)))) * at::kTileRows;
   cuda::DeviceBuffer stage(static_cast<std::size_t>(slice) * (row + 2 * group_row));
   std::byte* stage_fields = stage.as<std::byte>();
   std::byte* stage_scales = stage_fields + static_cast<std::size_t>(slice) * row;
@@ -64,13 +66,14 @@ void upload_tiles(const Weight& w, std::byte* data, std::byte* table, const Devi
   std::vector<uint8_t> buf;
   for (int64_t r0 = 0; r0 < w.rows; r0 += slice) {
     const int64_t n = std::min(slice, w.rows - r0), tile0 = r0 / at::kTileRows;
-    copy(stage_fields, affine_rows(w, r0, n, 4, buf), static_cast<std::size_t>(n) * row);
+    copy(stage_fields, affine_rows(w, r0, n, container, buf), static_cast<std::size_t>(n) * row);
     copy(stage_scales, w.quant.scales + static_cast<std::size_t>(r0) * group_row, static_cast<std::size_t>(n) * group_row);
     copy(stage_biases, w.quant.biases + static_cast<std::size_t>(r0) * group_row, static_cast<std::size_t>(n) * group_row);
-    cuda::tile_affine4_fields(reinterpret_cast<const uint8_t*>(stage_fields), n, w.cols,
-                              reinterpret_cast<uint8_t*>(data) + static_cast<std::size_t>(tile0 * (w.cols / at::kUnitCols) * at::kUnitBytes), nullptr);
-    cuda::tile_affine4_scales(stage_scales, stage_biases, value_bytes, n, groups,
-                              table + static_cast<std::size_t>(at::table_values(r0, groups)) * static_cast<std::size_t>(value_bytes), nullptr);
+    cuda::tile_affine_fields(
+        reinterpret_cast<const uint8_t*>(stage_fields), n, w.cols, container,
+        reinterpret_cast<uint8_t*>(data) + static_cast<std::size_t>(tile0 * (w.cols / at::kUnitCols) * at::unit_bytes(container)), nullptr);
+    cuda::tile_affine_scales(stage_scales, stage_biases, value_bytes, n, groups,
+                             table + static_cast<std::size_t>(at::table_values(r0, groups)) * static_cast<std::size_t>(value_bytes), nullptr);
   }
   QWENRT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the staging buffer is freed next
 }
@@ -83,7 +86,7 @@ void upload_synthetic_affine(const Weight& w, const BoundWeight& b, const Packed
   cuda::fill_random_bytes(const_cast<void*>(b.data), parts.data, w.random_seed, false, nullptr);
   const uint16_t scale = f32_to_bf16(2.0f * w.random_scale / static_cast<float>((1 << w.quant.bits) - 1)), bias = f32_to_bf16(-w.random_scale);
   if (b.tiled) {
-    cuda::fill_affine4_tile_scales_bf16(const_cast<void*>(b.scales), w.rows, w.cols / w.quant.group_size, scale, bias, nullptr);
+    cuda::fill_affine_tile_scales_bf16(const_cast<void*>(b.scales), w.rows, w.cols / w.quant.group_size, scale, bias, nullptr);
     return;
   }
   cuda::fill_u16(const_cast<void*>(b.scales), parts.scales / 2, scale, nullptr);
@@ -114,7 +117,8 @@ void repack_affine_row(const Weight& w, int64_t r, int container, uint8_t* out) 
 }
 
 bool uploads_tiled(const Weight& w, bool allow_tiles) {
-  return allow_tiles && w.format == WeightFormat::MlxAffine && affine_container_bits(w.quant.bits) == 4 && cuda::affine4_tiles::tileable(w.cols);
+  return allow_tiles && w.format == WeightFormat::MlxAffine && cuda::affine_tiles::tileable_bits(affine_container_bits(w.quant.bits)) &&
+         cuda::affine_tiles::tileable(w.cols);
 }
 
 PackedParts packed_parts(const Weight& w, bool allow_tiles) {
@@ -125,8 +129,8 @@ PackedParts packed_parts(const Weight& w, bool allow_tiles) {
     const int64_t groups = w.cols / w.quant.group_size;
     const std::size_t value_bytes = weight_element_bytes(w.quant.scale_format);
     if (uploads_tiled(w, allow_tiles))
-      return {static_cast<std::size_t>(cuda::affine4_tiles::field_bytes(w.rows, w.cols)),
-              static_cast<std::size_t>(cuda::affine4_tiles::table_values(w.rows, groups)) * value_bytes, 0};
+      return {static_cast<std::size_t>(cuda::affine_tiles::field_bytes(w.rows, w.cols, affine_container_bits(w.quant.bits))),
+              static_cast<std::size_t>(cuda::affine_tiles::table_values(w.rows, groups)) * value_bytes, 0};
     const std::size_t group_bytes = rows * static_cast<std::size_t>(groups) * value_bytes;
     return {rows * cols * static_cast<std::size_t>(affine_container_bits(w.quant.bits)) / 8, group_bytes, group_bytes};
   }

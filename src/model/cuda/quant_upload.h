@@ -28,9 +28,9 @@ void repack_affine_row(const Weight& w, int64_t r, int container, uint8_t* out);
 std::vector<float> fp8_tile_scales(const Weight& w);
 int64_t fp8_device_row_offset(const Weight& w);
 
-// Whether w goes to the GPU in the 4-bit tensor-core tiles (backend/cuda/quant/affine4_tiles.h) the
-// tiled decode kernel reads: an MLX affine weight in 4-bit containers with columns a multiple of 64,
-// where the caller allows tiles (`allow_tiles`: not for MoE expert stacks, which the packed expert
+// Whether w goes to the GPU in the tensor-core tiles (backend/cuda/quant/affine_tiles.h) the tiled
+// decode kernel reads: an MLX affine weight (4-bit or 8-bit containers) with columns a multiple of
+// 64, where the caller allows tiles (`allow_tiles`: not for MoE expert stacks, which the packed expert
 // kernels read row by row).
 bool uploads_tiled(const Weight& w, bool allow_tiles);
 

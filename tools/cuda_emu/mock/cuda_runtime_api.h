@@ -20,7 +20,7 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, std::size_t n, cudaMe
   return cudaSuccess;
 }
 // An emulated GPU of two multiprocessors holding two blocks of any kernel each: launches that pick
-// a variant by residency (skinny_quant_affine4_tiles) take their one-wave form up to 4 blocks.
+// a variant by residency (skinny_quant_affine_tiles) take their one-wave form up to 4 blocks.
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 inline cudaError_t cudaGetDevice(int* device) {
   *device = 0;

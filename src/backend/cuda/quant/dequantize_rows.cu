@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine_tiles.h"
 #include "backend/cuda/quant/dequantize_rows.h"
 #include "backend/cuda/quant/quant_decode.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
@@ -46,25 +46,28 @@ __global__ void dequantize_kernel(QuantMatrix m, int64_t r0, int64_t count, __nv
   }
 }
 
-// 4-bit tiles (affine4_tiles.h): thread i widens one lane's 16 bytes of a unit, rows g and g + 8 of
-// its tile at 16 columns (four steps of four), each value fma(s, q, b) rounded once to bf16 as
-// above, and writes each row's four columns of a step with one 8-byte store. Rows outside
+// Tiles (affine_tiles.h): thread i widens one lane's 16 bytes of each plane of a unit, rows g and
+// g + 8 of its tile at 16 columns (four steps of four), each value fma(s, q, b) rounded once to bf16
+// as above, and writes each row's four columns of a step with one 8-byte store. Rows outside
 // [r0, r0 + count) are skipped (r0 need not start a tile).
+template <int Bits>
 __global__ void dequantize_tiles_kernel(QuantMatrix m, int64_t r0, int64_t count, __nv_bfloat16* out) {
-  namespace at = affine4_tiles;
+  namespace at = affine_tiles;
   chained_kernel_start();
   const int64_t units = m.cols / at::kUnitCols, groups = m.cols / m.group_size, first_tile = r0 / at::kTileRows;
   const int64_t total = (at::tiles(r0 + count) - first_tile) * units * 32;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int lane = static_cast<int>(i % 32), g = lane / 4, t = lane % 4;
     const int64_t unit = i / 32 % units, tile = first_tile + i / 32 / units;
-    const uint4 q = load_stream16(static_cast<const uint8_t*>(m.data) + (tile * units + unit) * at::kUnitBytes + 16 * lane);
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    const uint8_t* piece = static_cast<const uint8_t*>(m.data) + (tile * units + unit) * at::unit_bytes(Bits) + 16 * lane;
+    const uint4 q = load_stream16(piece);
+    const uint4 q_hi = Bits == 8 ? load_stream16(piece + at::kPlaneBytes) : make_uint4(0, 0, 0, 0);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w}, w_hi[4] = {q_hi.x, q_hi.y, q_hi.z, q_hi.w};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = tile * at::kTileRows + g + 8 * h;
       if (r < r0 || r >= r0 + count) continue;
-      // Steps 0-1 and 2-3 each lie inside one group (of 32 columns at least).
+        // Steps 0-1 and 2-3 each lie inside one group (of 32 columns at least).
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t e = at::scale_index(groups, r, (unit * at::kUnitCols + 32 * half) / m.group_size);
@@ -74,7 +77,8 @@ __global__ void dequantize_tiles_kernel(QuantMatrix m, int64_t r0, int64_t count
           uint32_t v[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const uint32_t q = (w[s] >> (4 * at::nibble_in_word(j, h))) & 0xfu;
+            const int shift = 4 * at::nibble_in_word(j, h);
+            const uint32_t q = ((w[s] >> shift) & 0xfu) | ((w_hi[s] >> shift) & 0xfu) << 4;
             v[j] = __bfloat16_as_ushort(__float2bfloat16_rn(quant::fma_rn(scale, quant::field_to_f32(q), bias)));
           }
           const int64_t c0 = unit * at::kUnitCols + 16 * s + 4 * t;
@@ -109,7 +113,8 @@ void dequantize_rows(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloa
   const int64_t work = count * (m.cols / m.elements_per_load());  // 16-byte loads, in rows or tiles alike (about)
   const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16)));
   if (m.tiled) {
-    launch_chained(dequantize_tiles_kernel, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
+    if (m.kind == QuantKind::Affine8) launch_chained(dequantize_tiles_kernel<8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
+    else launch_chained(dequantize_tiles_kernel<4>, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
     QWENRT_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine_tiles.h"
 #include "backend/cuda/quant/quant_matrix.h"
 
 namespace qwenrt::cuda::quant {
@@ -78,11 +78,16 @@ __host__ __device__ inline float affine_value(uint32_t q, float scale, float bia
 __host__ __device__ inline float fp8_value(uint32_t q, float scale) { return mul_rn(e4m3_to_f32(q), scale); }
 
 // The quantized field of element c of row r (host or device memory that this side can read), in
-// rows or in tensor-core tiles (affine4_tiles.h).
+// rows or in tensor-core tiles (affine_tiles.h).
 __host__ __device__ inline uint32_t field(const QuantMatrix& m, int64_t r, int64_t c) {
-  if (m.tiled) {
-    const affine4_tiles::NibbleAt at = affine4_tiles::nibble_at(m.cols, r, c);
-    return (static_cast<const uint8_t*>(m.data)[at.byte] >> at.shift) & 0xfu;
+  if (m.tiled) {  // a nibble per plane (affine_tiles.h)
+    const int bits = m.kind == QuantKind::Affine8 ? 8 : 4;
+    uint32_t q = 0;
+    for (int plane = 0; plane < affine_tiles::planes(bits); ++plane) {
+      const affine_tiles::NibbleAt at = affine_tiles::nibble_at(m.cols, bits, r, c, plane);
+      q |= ((static_cast<const uint8_t*>(m.data)[at.byte] >> at.shift) & 0xfu) << (4 * plane);
+    }
+    return q;
   }
   const auto* row = static_cast<const uint8_t*>(m.data) + r * m.row_bytes();
   if (m.kind == QuantKind::Affine4) return (row[c >> 1] >> ((c & 1) * 4)) & 0xfu;
@@ -100,7 +105,7 @@ __host__ __device__ inline float element(const QuantMatrix& m, int64_t r, int64_
   if (m.kind == QuantKind::Fp8) return fp8_value(q, fp8_scale(m, r, c));
   const int64_t groups = m.cols / m.group_size;
   if (m.tiled) {  // scale and bias side by side in the tiles' table
-    const int64_t i = affine4_tiles::scale_index(groups, r, c / m.group_size);
+    const int64_t i = affine_tiles::scale_index(groups, r, c / m.group_size);
     return affine_value(q, load_scale(m.scales, m.scale_type, i), load_scale(m.scales, m.scale_type, i + 1));
   }
   const int64_t g = r * groups + c / m.group_size;

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine_tiles.h"
 #include "core/error.h"
 
 namespace qwenrt::cuda {
@@ -14,7 +14,8 @@ int64_t quant_matrix_bytes(const QuantMatrix& m) {
     return m.rows * m.row_bytes() + (last - first) * m.scale_cols * 4;
   }
   const int64_t scale_bytes = m.scale_type == QuantScale::F32 ? 4 : 2;
-  if (m.tiled) return affine4_tiles::field_bytes(m.rows, m.cols) + affine4_tiles::table_values(m.rows, m.cols / m.group_size) * scale_bytes;
+  if (m.tiled)
+    return affine_tiles::field_bytes(m.rows, m.cols, m.kind == QuantKind::Affine8 ? 8 : 4) + affine_tiles::table_values(m.rows, m.cols / m.group_size) * scale_bytes;
   return m.rows * (m.row_bytes() + 2 * (m.cols / m.group_size) * scale_bytes);
 }
 
@@ -26,8 +27,8 @@ void check_quant_matrix(const QuantMatrix& m, const char* what) {
   if (m.tiled) {
     // A lane reads a group's four table values with one aligned load.
     const int entry_bytes = 4 * (m.scale_type == QuantScale::F32 ? 4 : 2);
-    if (m.kind != QuantKind::Affine4 || !affine4_tiles::tileable(m.cols) || reinterpret_cast<uintptr_t>(m.scales) % entry_bytes != 0)
-      fail(what, ": tiled quantized weights are 4-bit affine with columns a multiple of ", affine4_tiles::kUnitCols, " and aligned scales");
+    if (m.kind == QuantKind::Fp8 || !affine_tiles::tileable(m.cols) || reinterpret_cast<uintptr_t>(m.scales) % entry_bytes != 0)
+      fail(what, ": tiled quantized weights are 4-bit or 8-bit affine with columns a multiple of ", affine_tiles::kUnitCols, " and aligned scales");
   }
   if (m.kind == QuantKind::Fp8) {
     if (m.block_rows < 1 || m.block_cols < 16 || m.block_cols % 16 != 0 || m.row_offset < 0 ||

@@ -13,10 +13,11 @@
 // Rows are `row_bytes()` apart and 16-byte aligned (cols a multiple of 32 for Affine4, of 16 for
 // Affine8 and Fp8): the kernels load 16 bytes per lane.
 //
-// `tiled` (Affine4 only, cols a multiple of 64): the fields and the scales are in the tensor-core
-// tile layout instead (affine4_tiles.h: 16-row tiles of 64-column units, rows padded to 16; scales
-// and biases interleaved in one table at `scales`, `biases` unused), made at upload for the decode
-// kernel skinny_quant_affine4_tiles; row_bytes() does not apply. MoE expert stacks stay row-major.
+// `tiled` (Affine4 and Affine8, cols a multiple of 64): the fields and the scales are in the
+// tensor-core tile layout instead (affine_tiles.h: 16-row tiles of 64-column units, 8-bit fields as
+// two planes of nibbles, rows padded to 16; scales and biases interleaved in one table at `scales`,
+// `biases` unused), made at upload for the decode kernel skinny_quant_affine_tiles; row_bytes()
+// does not apply. MoE expert stacks stay row-major.
 #include <cstdint>
 
 namespace qwenrt::cuda {
@@ -26,7 +27,7 @@ enum class QuantScale : uint8_t { BF16, F16, F32 };
 
 struct QuantMatrix {
   QuantKind kind = QuantKind::Affine4;
-  bool tiled = false;  // Affine4: the tensor-core tile layout (above)
+  bool tiled = false;  // Affine4 / Affine8: the tensor-core tile layout (above)
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   // Affine

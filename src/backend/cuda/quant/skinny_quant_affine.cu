@@ -1,9 +1,8 @@
-// Decode-shaped products over MLX affine weights in rows (skinny_quant_gemm.h): 8-bit containers,
-// and 4-bit ones the uploader did not tile (4-bit weights in tiles go to
-// skinny_quant_affine4_tiles.cu). One warp per weight row, 16-byte loads (32 four-bit or 16 eight-bit
-// fields, inside one group), 4 loads in flight per lane, each field dequantized in registers with
-// one rounding (fma(s, q, b), as the CPU) and multiplied into four f32 sums per activation row in a
-// fixed order, then a fixed butterfly: a row's result is the same bit for bit alone or among 8.
+// Decode-shaped products over MLX affine weights in rows (skinny_quant_gemm.h): the ones the uploader
+// did not tile (columns not a multiple of 64; weights in tiles go to skinny_quant_affine_tiles.cu). One warp per weight row, 16-byte loads (32
+// four-bit or 16 eight-bit fields, inside one group), 4 loads in flight per lane, each field dequantized in registers with one rounding (fma(s, q,
+// b), as the CPU) and multiplied into four f32 sums per activation row in a fixed order, then a fixed butterfly: a row's result is the same bit for
+// bit alone or among 8.
 #include <cstdint>
 
 #include "backend/cuda/ptx/mma.cuh"

@@ -26,14 +26,17 @@ using tile_blocks::kWarps;
 // How a lane reads its piece of a weight row. Lane (g, t) of a warp reads `PB` bytes of rows g and
 // g + 8 of the tile; the four lanes t = 0..3 read neighbouring pieces, a "chunk" of kChunk columns
 // that lies inside one FP8 tile column, so one scale finishes the chunk's sums (piece_bytes()).
-template <int PB>
+// Deep: 32 (PB 16) or 16 bytes of each row in flight a lane at two blocks a multiprocessor; else
+// half as many at four blocks (launch()).
+template <int PB, bool Deep>
 struct Layout {
-  static constexpr int kWords = PB / 4;                            // 32-bit words of a piece
-  static constexpr int kElems = PB;                                // columns of a piece
-  static constexpr int kSteps = kElems / 4;                        // m16n8k16 products per piece
-  static constexpr int kChunk = 4 * kElems;                        // columns of the four lanes' pieces
-  static constexpr int kXWords = kElems / 2;                       // bf16 pairs of activations per piece
-  static constexpr int kGroup = PB == 16 ? 2 : 4;                  // pieces a lane keeps in flight
+  static constexpr int kWords = PB / 4;                               // 32-bit words of a piece
+  static constexpr int kElems = PB;                                   // columns of a piece
+  static constexpr int kSteps = kElems / 4;                           // m16n8k16 products per piece
+  static constexpr int kChunk = 4 * kElems;                           // columns of the four lanes' pieces
+  static constexpr int kXWords = kElems / 2;                          // bf16 pairs of activations per piece
+  static constexpr int kGroup = (PB == 16 ? 2 : 4) / (Deep ? 1 : 2);  // pieces a lane keeps in flight
+  static constexpr int kMinBlocks = Deep ? 2 : 4;
 };
 
 // PB bytes that are read once (load_stream16's policy: not kept in L1, evicted first from L2).
@@ -76,9 +79,10 @@ __device__ __forceinline__ void b_pairs(const uint32_t* x, int s, uint32_t& b0, 
 // into f32 sums c (rows g, g + 8 × batch columns 2t, 2t + 1), then scales the chunk: y += s · c.
 // A batch column's sums never see another column's activations and every sum is taken in a fixed
 // order (steps, chunks, then the warps in order): a row's result is the same bits alone or among 8.
-template <int PB>
-__global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, tile_blocks::Segments segs) {
-  using L = Layout<PB>;
+template <int PB, bool Deep>
+__global__ void __launch_bounds__(kThreads, Layout<PB, Deep>::kMinBlocks)
+    skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, tile_blocks::Segments segs) {
+  using L = Layout<PB, Deep>;
   extern __shared__ float4 smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -176,11 +180,21 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_fp8_kernel(const __nv_bflo
   tile_blocks::finish(y, red, seg, row0, n);
 }
 
+// The deep form where the launch's blocks all fit the GPU at once, else the shallow one (more blocks
+// resident: a launch of several waves, or one a little past what two blocks a multiprocessor hold,
+// such as 27B's ffn down of 320 tiles on 132 multiprocessors, leaves a short last wave otherwise).
+// The sums are the same in both, bit for bit.
 template <int PB>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
-  const auto kernel = skinny_fp8_kernel<PB>;
-  const dim3 grid(static_cast<unsigned>(segs.first_tile[segs.count]));
-  launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
+  const int64_t tiles = segs.first_tile[segs.count];
+  const dim3 grid(static_cast<unsigned>(tiles));
+  if (tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true>))) {
+    const auto kernel = skinny_fp8_kernel<PB, true>;
+    launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
+  } else {
+    const auto kernel = skinny_fp8_kernel<PB, false>;
+    launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
+  }
 }
 
 }  // namespace

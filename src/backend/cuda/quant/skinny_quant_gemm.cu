@@ -2,7 +2,6 @@
 // neighbouring weights that one kernel variant takes in one launch (a checkpoint's q/k/v or gate/up
 // share their format, so this is one launch).
 #include "backend/cuda/quant/skinny_quant_gemm.h"
-
 #include "backend/cuda/quant/skinny_quant_kernels.h"
 #include "core/error.h"
 
@@ -20,16 +19,16 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     if (s.w.cols != k) fail("skinny_quant_gemm: weight ", i, " has ", s.w.cols, " columns for k ", k);
     if (!s.y || s.ldy < s.w.rows) fail("skinny_quant_gemm: weight ", i, " needs an output with ldy >= ", s.w.rows);
   }
-  // The kernel a weight goes to, and the variant of it: affine rows; tiled 4-bit of a group size and
-  // scale type; FP8 of a piece size.
+  // The kernel a weight goes to, and the variant of it: affine rows; tiled affine of a container, group
+  // size and scale type; FP8 of a piece size.
   struct Kernel {
-    enum { AffineRows, Affine4Tiles, Fp8 } kind;
+    enum { AffineRows, AffineTiles, Fp8 } kind;
     int variant;
     bool operator==(const Kernel&) const = default;
   };
   auto kernel_of = [](const QuantMatrix& m) -> Kernel {
     if (m.kind == QuantKind::Fp8) return {Kernel::Fp8, skinny_fp8_piece_bytes(m)};
-    if (m.tiled) return {Kernel::Affine4Tiles, m.group_size * 4 + static_cast<int>(m.scale_type)};
+    if (m.tiled) return {Kernel::AffineTiles, (m.group_size * 4 + static_cast<int>(m.scale_type)) * 2 + (m.kind == QuantKind::Affine8)};
     return {Kernel::AffineRows, 0};
   };
   for (std::size_t i = 0; i < segments.size();) {
@@ -39,7 +38,7 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     const auto run = segments.subspan(i, end - i);
     switch (which.kind) {
       case Kernel::AffineRows: skinny_quant_affine(x, n, ldx, run, stream); break;
-      case Kernel::Affine4Tiles: skinny_quant_affine4_tiles(x, n, ldx, run, stream); break;
+      case Kernel::AffineTiles: skinny_quant_affine_tiles(x, n, ldx, run, stream); break;
       case Kernel::Fp8: skinny_quant_fp8(x, n, ldx, run, stream); break;
     }
     i = end;

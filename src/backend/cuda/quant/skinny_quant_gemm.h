@@ -3,11 +3,11 @@
 // rows: each weight row is streamed once per call for all rows and decoded in registers, f32 sums;
 // several weights sharing k in one launch (segments), each output written or added to (a fused
 // residual add).
-//   MLX affine 4-bit in tensor-core tiles (QuantMatrix::tiled, the uploader's layout for 4-bit
-//   containers): on the tensor cores, per group the exact sums Σ q·x and Σ x (q an exact bf16),
-//   folded as s · Σ q·x + b · Σ x in f32 (skinny_quant_affine4_tiles.cu).
-//   MLX affine in rows (8-bit containers; 4-bit where not tiled): a warp per weight row, each field
-//   dequantized with one rounding as the CPU does (skinny_quant_affine.cu).
+//   MLX affine in tensor-core tiles (QuantMatrix::tiled, the uploader's layout for 4-bit and 8-bit
+//   containers): on the tensor cores, per group the exact sums Σ q·x and Σ x (q an exact bf16; an
+//   8-bit q as two nibbles), folded as s · Σ q·x + b · Σ x in f32 (skinny_quant_affine_tiles.cu).
+//   MLX affine in rows (where not tiled: columns not a multiple of 64): a warp per weight row, each
+//   field dequantized with one rounding as the CPU does (skinny_quant_affine.cu).
 //   Block FP8: on the tensor cores, 16-row tiles with the K split among 8 warps, each e4m3 byte made
 //   its exact bf16 value and each tile column's sums scaled once (skinny_quant_fp8.cu).
 // No weight is rounded.

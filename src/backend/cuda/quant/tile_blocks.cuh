@@ -1,6 +1,6 @@
 #pragma once
 // What the tensor-core decode kernels over 16-row weight tiles share (skinny_quant_fp8.cu,
-// skinny_quant_affine4_tiles.cu): a block per 16-row tile of one of a launch's weights, the K split
+// skinny_quant_affine_tiles.cu): a block per 16-row tile of one of a launch's weights, the K split
 // among the block's 8 warps, each lane holding the m16n8 sums of tile rows g and g + 8 for
 // activation rows 2t and 2t + 1 (g = lane / 4, t = lane % 4), the warps' sums added in warp order
 // at the end. A row's result never depends on another activation row's: batch-invariant.
@@ -8,15 +8,17 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/cuda/quant/skinny_quant_gemm.h"
+#include "backend/cuda/runtime/cuda_check.h"
 #include "core/error.h"
 
 namespace qwenrt::cuda::tile_blocks {
 
 constexpr int kWarps = 8;  // warps of a block split K between them
 constexpr int kThreads = kWarps * 32;
-constexpr int kTileRows = 16;                                // weight rows per block: one m16 tile
+constexpr int kTileRows = 16;                               // weight rows per block: one m16 tile
 constexpr int kRedBytes = kWarps * 4 * 32 * sizeof(float);  // the warps' sums, [warp][e][lane]: dynamic shared memory
 
 // A launch's weights and where each one's tiles start in the grid.
@@ -71,6 +73,25 @@ __device__ __forceinline__ void finish(const float (&y)[4], float* red, const Qu
   if (col >= n || row >= seg.w.rows) return;
   float* out = seg.y + col * seg.ldy + row;
   *out = seg.accumulate ? __fadd_rn(*out, v) : v;
+}
+
+// Blocks of `kernel` the current device holds at once; remembered per (device, kernel).
+inline int64_t resident_blocks(const void* kernel) {
+  struct Entry {
+    int device;
+    const void* kernel;
+    int64_t blocks;
+  };
+  thread_local std::vector<Entry> known;
+  int device = 0;
+  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
+  for (const Entry& e : known)
+    if (e.device == device && e.kernel == kernel) return e.blocks;
+  int per_sm = 0, sms = 0;
+  QWENRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kRedBytes));
+  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  known.push_back({device, kernel, static_cast<int64_t>(per_sm) * sms});
+  return known.back().blocks;
 }
 
 }  // namespace qwenrt::cuda::tile_blocks

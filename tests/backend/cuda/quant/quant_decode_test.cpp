@@ -1,7 +1,7 @@
 // The decoding the quantized CUDA kernels run (backend/cuda/quant/quant_decode.cuh, host and
 // device code alike: per element, and per 16-byte piece as the decode kernel reads a row), over the
 // packed form the uploader makes (2/3-bit repacked into 4-bit containers, 5/6-bit into 8-bit ones;
-// 4-bit containers also in tensor-core tiles, affine4_tiles.h; FP8 tile scales widened to f32),
+// 4-bit containers also in tensor-core tiles, affine_tiles.h; FP8 tile scales widened to f32),
 // against the CPU's own dequantization (Weight::row_to_f32) bit for bit. No GPU needed.
 #include "backend/cuda/quant/quant_decode.cuh"
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine_tiles.h"
 #include "backend/cuda/quant/quant_test_weights.h"
 
 namespace qwenrt {
@@ -97,48 +97,52 @@ TEST(QuantDecode, AffineRepackedContainersMatchTheCpuDequantization) {
       }
 }
 
-// A row-major 4-bit matrix (`rows` of cols / 2 bytes; scales and biases [rows, groups] of
-// `value_bytes`) laid out in tensor-core tiles on the host by the layout functions, as the upload's
-// tiling kernels lay it out on the device.
+// A row-major 4-bit or 8-bit matrix (`rows` of cols · bits / 8 bytes; scales and biases [rows,
+// groups] of `value_bytes`) laid out in tensor-core tiles on the host by the layout functions, as
+// the upload's tiling kernels lay it out on the device.
 struct HostTiles {
   std::vector<uint8_t> fields;
   std::vector<std::byte> table;
 };
 HostTiles tile_on_host(const cuda::QuantMatrix& m, int value_bytes) {
-  namespace at = cuda::affine4_tiles;
+  namespace at = cuda::affine_tiles;
   const int64_t groups = m.cols / m.group_size;
   HostTiles t;
-  t.fields.assign(static_cast<std::size_t>(at::field_bytes(m.rows, m.cols)), 0);
+  const int bits = m.kind == cuda::QuantKind::Affine8 ? 8 : 4;
+  t.fields.assign(static_cast<std::size_t>(at::field_bytes(m.rows, m.cols, bits)), 0);
   t.table.assign(static_cast<std::size_t>(at::table_values(m.rows, groups) * value_bytes), std::byte{0});
   for (int64_t r = 0; r < m.rows; ++r) {
-    for (int64_t c = 0; c < m.cols; ++c) {
-      const at::NibbleAt where = at::nibble_at(m.cols, r, c);
-      t.fields[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>(cuda::quant::field(m, r, c) << where.shift);
-    }
+    for (int64_t c = 0; c < m.cols; ++c)
+      for (int plane = 0; plane < at::planes(bits); ++plane) {
+        const at::NibbleAt where = at::nibble_at(m.cols, bits, r, c, plane);
+        t.fields[static_cast<std::size_t>(where.byte)] |= static_cast<uint8_t>((cuda::quant::field(m, r, c) >> (4 * plane) & 0xfu) << where.shift);
+      }
     for (int64_t g = 0; g < groups; ++g) {
       const auto i = static_cast<std::size_t>(at::scale_index(groups, r, g)), from = static_cast<std::size_t>(r * groups + g);
       std::memcpy(&t.table[i * value_bytes], static_cast<const std::byte*>(m.scales) + from * value_bytes, static_cast<std::size_t>(value_bytes));
-      std::memcpy(&t.table[(i + 1) * value_bytes], static_cast<const std::byte*>(m.biases) + from * value_bytes, static_cast<std::size_t>(value_bytes));
+      std::memcpy(&t.table[(i + 1) * value_bytes], static_cast<const std::byte*>(m.biases) + from * value_bytes,
+                  static_cast<std::size_t>(value_bytes));
     }
   }
   return t;
 }
 
-// Every element of a 4-bit weight in tiles reads as in rows (and as the CPU dequantizes it), for
-// every width that runs in 4-bit containers, group size and scale type, rows a multiple of 16 and
-// not; the padding rows are zero fields, scales and biases; the upload sizes are the padded ones.
-TEST(QuantDecode, TiledAffine4ElementsMatchTheRowMajorLayout) {
-  namespace at = cuda::affine4_tiles;
+// Every element of a weight in tiles reads as in rows (and as the CPU dequantizes it), for every
+// width (in 4-bit and 8-bit containers), group size and scale type, rows a multiple of 16 and not;
+// the padding rows are zero fields, scales and biases; the upload sizes are the padded ones.
+TEST(QuantDecode, TiledAffineElementsMatchTheRowMajorLayout) {
+  namespace at = cuda::affine_tiles;
   std::mt19937 rng(14);
-  for (int bits : {2, 3, 4})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (WeightFormat sf : {WeightFormat::BF16, WeightFormat::F16, WeightFormat::F32})
         for (int64_t rows : {7, 37, 48}) {
           auto h = test::random_affine(rows, 384, bits, group, sf, rng);
-          std::vector<uint8_t> packed(static_cast<std::size_t>(rows * 384 / 2));
-          for (int64_t r = 0; r < rows; ++r) repack_affine_row(h.w, r, 4, packed.data() + r * 384 / 2);
+          const int container = affine_container_bits(bits);
+          std::vector<uint8_t> packed(static_cast<std::size_t>(rows * 384 * container / 8));
+          for (int64_t r = 0; r < rows; ++r) repack_affine_row(h.w, r, container, packed.data() + r * 384 * container / 8);
           cuda::QuantMatrix m;
-          m.kind = cuda::QuantKind::Affine4;
+          m.kind = container == 8 ? cuda::QuantKind::Affine8 : cuda::QuantKind::Affine4;
           m.data = packed.data();
           m.rows = rows;
           m.cols = 384;
@@ -153,8 +157,8 @@ TEST(QuantDecode, TiledAffine4ElementsMatchTheRowMajorLayout) {
           tiled.data = t.fields.data();
           tiled.scales = t.table.data();
           tiled.biases = nullptr;
-          const std::string what = "tiled " + std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(weight_format_name(sf)) + ", " +
-                                   std::to_string(rows) + " rows";
+          const std::string what = "tiled " + std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(weight_format_name(sf)) +
+                                   ", " + std::to_string(rows) + " rows";
           expect_same_values(h.w, m, what + " (row-major)");
           int64_t mismatches = 0;
           for (int64_t r = 0; r < rows; ++r)
@@ -178,43 +182,52 @@ TEST(QuantDecode, TiledAffine4ElementsMatchTheRowMajorLayout) {
           EXPECT_FALSE(uploads_tiled(h.w, false)) << what;
           EXPECT_EQ(cuda::quant_matrix_bytes(tiled), static_cast<int64_t>(parts.data + parts.scales)) << what;
         }
-  // Not tiled: 8-bit containers, columns not a multiple of 64.
-  EXPECT_FALSE(uploads_tiled(test::random_affine(16, 384, 8, 64, WeightFormat::BF16, rng).w, true));
+  // Not tiled: columns not a multiple of 64.
   EXPECT_FALSE(uploads_tiled(test::random_affine(16, 96, 4, 32, WeightFormat::BF16, rng).w, true));
+  EXPECT_FALSE(uploads_tiled(test::random_affine(16, 96, 8, 32, WeightFormat::BF16, rng).w, true));
 }
 
-// The tensor-core A fragments a lane makes from its words (affine4_tiles.h biased_pair, less 128
-// in bf16, exactly) hold the fields the mma layout puts there: register p of step s of lane (g, t)
-// is row g (p even) or g + 8 (p odd) at columns 16s + 4t + (0, 1) (p < 2) or + (2, 3), the lower
-// column in the low half.
-TEST(QuantDecode, Affine4TileFragmentsHoldTheirFields) {
-  namespace at = cuda::affine4_tiles;
+// The tensor-core A fragments a lane makes from its words (affine_tiles.h low_pair less 128 and
+// high_pair less 2176, in bf16, exactly) hold the fields the mma layout puts there: register p of
+// step s of lane (g, t) is row g (p even) or g + 8 (p odd) at columns 16s + 4t + (0, 1) (p < 2) or
+// + (2, 3), the lower column in the low half; a 4-bit field q as itself, an 8-bit one as q - 128
+// (the sum of its two planes' fragments).
+TEST(QuantDecode, AffineTileFragmentsHoldTheirFields) {
+  namespace at = cuda::affine_tiles;
   std::mt19937 rng(15);
-  auto h = test::random_affine(16, 128, 4, 64, WeightFormat::BF16, rng);
-  cuda::QuantMatrix m;
-  m.kind = cuda::QuantKind::Affine4;
-  m.data = h.data.data();
-  m.rows = 16;
-  m.cols = 128;
-  m.group_size = 64;
-  m.scales = h.w.quant.scales;
-  m.biases = h.w.quant.biases;
-  const HostTiles t = tile_on_host(m, 2);
-  for (int64_t unit = 0; unit < 2; ++unit)
-    for (int lane = 0; lane < 32; ++lane)
-      for (int s = 0; s < 4; ++s) {
-        uint32_t word;
-        std::memcpy(&word, t.fields.data() + unit * at::kUnitBytes + 16 * lane + 4 * s, 4);
-        const int g = lane / 4, tt = lane % 4;
-        for (int p = 0; p < 4; ++p) {
-          const uint32_t pair = at::biased_pair(word, p);
-          const int64_t row = g + (p % 2) * 8, col = unit * 64 + 16 * s + 4 * tt + (p / 2) * 2;
-          for (int half = 0; half < 2; ++half) {
-            const float q = cuda::quant::bf16_bits_to_f32(static_cast<uint16_t>(pair >> (16 * half))) - 128.0f;
-            ASSERT_EQ(q, static_cast<float>(cuda::quant::field(m, row, col + half))) << "lane " << lane << " step " << s << " register " << p;
+  for (int bits : {4, 8}) {
+    auto h = test::random_affine(16, 128, bits, 64, WeightFormat::BF16, rng);
+    cuda::QuantMatrix m;
+    m.kind = bits == 8 ? cuda::QuantKind::Affine8 : cuda::QuantKind::Affine4;
+    m.data = h.data.data();
+    m.rows = 16;
+    m.cols = 128;
+    m.group_size = 64;
+    m.scales = h.w.quant.scales;
+    m.biases = h.w.quant.biases;
+    const HostTiles t = tile_on_host(m, 2);
+    auto word_at = [&](int64_t unit, int plane, int lane, int s) {
+      uint32_t word;
+      std::memcpy(&word, t.fields.data() + unit * at::unit_bytes(bits) + plane * at::kPlaneBytes + 16 * lane + 4 * s, 4);
+      return word;
+    };
+    auto half_of = [](uint32_t pair, int half) { return cuda::quant::bf16_bits_to_f32(static_cast<uint16_t>(pair >> (16 * half))); };
+    for (int64_t unit = 0; unit < 2; ++unit)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int s = 0; s < 4; ++s) {
+          const int g = lane / 4, tt = lane % 4;
+          for (int p = 0; p < 4; ++p) {
+            const uint32_t low = at::low_pair(word_at(unit, 0, lane, s), p);
+            const int64_t row = g + (p % 2) * 8, col = unit * 64 + 16 * s + 4 * tt + (p / 2) * 2;
+            for (int half = 0; half < 2; ++half) {
+              float q = half_of(low, half) - half_of(at::kBf16Pair128, 0);
+              if (bits == 8) q += half_of(at::high_pair(word_at(unit, 1, lane, s), p), half) - half_of(at::kBf16Pair2176, 0);
+              const float expect = static_cast<float>(cuda::quant::field(m, row, col + half)) - (bits == 8 ? 128.0f : 0.0f);
+              ASSERT_EQ(q, expect) << bits << "-bit lane " << lane << " step " << s << " register " << p;
+            }
           }
         }
-      }
+  }
 }
 
 TEST(QuantDecode, Fp8EveryCodeAndRowSlicesMatchTheCpuDequantization) {

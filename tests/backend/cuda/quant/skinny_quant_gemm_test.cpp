@@ -20,15 +20,15 @@
 namespace qwenrt {
 namespace {
 
-// A format and the layout its upload takes: `tiled` 4-bit containers go to the tensor-core tiles
-// (affine4_tiles.h; the engine's choice), the others stay row-major.
+// A format and the layout its upload takes: `tiled` affine weights go to the tensor-core tiles
+// (affine_tiles.h; the engine's choice), the others stay row-major.
 struct Format {
   std::string name;
   std::function<test::HostQuantWeight(int64_t rows, int64_t cols, std::mt19937&)> make;
   bool tiled = false;
 };
 
-// Every format; the ones in 4-bit containers twice, in tiles and in rows.
+// Every format; the affine ones twice, in tiles and in rows.
 std::vector<Format> formats() {
   std::vector<Format> all = {
       {"affine 4-bit g64 bf16", [](int64_t r, int64_t c, std::mt19937& g) { return test::random_affine(r, c, 4, 64, WeightFormat::BF16, g); }},
@@ -58,7 +58,7 @@ std::vector<Format> formats() {
   for (std::size_t i = 0; i < listed; ++i) {
     std::mt19937 probe(0);
     const Weight w = all[i].make(16, 128, probe).w;
-    if (w.format != WeightFormat::MlxAffine || affine_container_bits(w.quant.bits) != 4) continue;
+    if (w.format != WeightFormat::MlxAffine) continue;
     Format rows = all[i];
     rows.name += ", rows";
     all[i].name += ", tiles";
@@ -181,31 +181,35 @@ TEST(SkinnyQuantGemm, ARowsResultIsTheSameAloneAndAmongEight) {
 }
 
 // The tiled kernel runs the deepest batch of loads whose blocks all fit the GPU at once: on 132
-// multiprocessors 4 tiles take depth 4, 300 tiles depth 3, and the 10,000 of all three weights in
-// one launch depth 2. Each weight's rows are the same bits every way.
+// multiprocessors, 4-bit: 4 tiles take depth 4, 300 tiles depth 3, and the 10,000 of all three
+// weights in one launch depth 2; 8-bit: 4 tiles depth 2 (units), the others depth 1. Each weight's
+// rows are the same bits every way.
 TEST(SkinnyQuantGemm, EveryBatchDepthGivesTheSameBits) {
   QWENRT_REQUIRE_GPU();
-  std::mt19937 rng(25);
-  const int64_t k = 256, n = 8;
-  auto small = test::random_affine(64, k, 4, 64, WeightFormat::BF16, rng);
-  auto wave = test::random_affine(300 * 16, k, 4, 64, WeightFormat::BF16, rng);
-  auto many = test::random_affine(9696 * 16, k, 4, 64, WeightFormat::BF16, rng);
-  const auto ds = test::upload(small.w), dw = test::upload(wave.w), dm = test::upload(many.w);
-  const Activations x = activations(n, k, rng);
-  std::vector<int64_t> at;
-  int64_t ldy = 0;
-  const auto small_alone = gpu_product(x, n, k, k, {&small.w}, at, ldy);
-  const int64_t ld_small = ldy;
-  const auto wave_alone = gpu_product(x, n, k, k, {&wave.w}, at, ldy);
-  const int64_t ld_wave = ldy;
-  const auto together = gpu_product(x, n, k, k, {&small.w, &wave.w, &many.w}, at, ldy);
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t r = 0; r < small.w.rows; ++r)
-      ASSERT_EQ(std::memcmp(&small_alone[static_cast<std::size_t>(b * ld_small + r)], &together[static_cast<std::size_t>(b * ldy + at[0] + r)], 4), 0)
-          << "row " << b << ", weight row " << r << " of 4 tiles";
-    for (int64_t r = 0; r < wave.w.rows; ++r)
-      ASSERT_EQ(std::memcmp(&wave_alone[static_cast<std::size_t>(b * ld_wave + r)], &together[static_cast<std::size_t>(b * ldy + at[1] + r)], 4), 0)
-          << "row " << b << ", weight row " << r << " of 300 tiles";
+  for (int bits : {4, 8}) {
+    std::mt19937 rng(25);
+    const int64_t k = 256, n = 8;
+    auto small = test::random_affine(64, k, bits, 64, WeightFormat::BF16, rng);
+    auto wave = test::random_affine(300 * 16, k, bits, 64, WeightFormat::BF16, rng);
+    auto many = test::random_affine(9696 * 16, k, bits, 64, WeightFormat::BF16, rng);
+    const auto ds = test::upload(small.w), dw = test::upload(wave.w), dm = test::upload(many.w);
+    const Activations x = activations(n, k, rng);
+    std::vector<int64_t> at;
+    int64_t ldy = 0;
+    const auto small_alone = gpu_product(x, n, k, k, {&small.w}, at, ldy);
+    const int64_t ld_small = ldy;
+    const auto wave_alone = gpu_product(x, n, k, k, {&wave.w}, at, ldy);
+    const int64_t ld_wave = ldy;
+    const auto together = gpu_product(x, n, k, k, {&small.w, &wave.w, &many.w}, at, ldy);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t r = 0; r < small.w.rows; ++r)
+        ASSERT_EQ(std::memcmp(&small_alone[static_cast<std::size_t>(b * ld_small + r)], &together[static_cast<std::size_t>(b * ldy + at[0] + r)], 4),
+                  0)
+            << bits << "-bit row " << b << ", weight row " << r << " of 4 tiles";
+      for (int64_t r = 0; r < wave.w.rows; ++r)
+        ASSERT_EQ(std::memcmp(&wave_alone[static_cast<std::size_t>(b * ld_wave + r)], &together[static_cast<std::size_t>(b * ldy + at[1] + r)], 4), 0)
+            << bits << "-bit row " << b << ", weight row " << r << " of 300 tiles";
+    }
   }
 }
 

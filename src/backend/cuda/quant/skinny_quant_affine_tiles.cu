@@ -1,8 +1,11 @@
-// Decode-shaped products over MLX affine 4-bit weights in tensor-core tiles (affine4_tiles.h;
-// skinny_quant_gemm.h). Per group of a row the exact sums C = Σ q·x and X = Σ x come from the
-// tensor cores (m16n8k16, f32 sums): each pair of fields becomes an exact bf16 pair (q under the
-// exponent of 128 by one LOP3, then 128 subtracted, exactly), X is the activations' product with
-// ones; each group is then folded in f32, y = fma(s, C, y), y = fma(b, X, y). Block = one 16-row
+// Decode-shaped products over MLX affine weights in 4-bit and 8-bit containers in tensor-core tiles
+// (affine_tiles.h; skinny_quant_gemm.h). Per group of a row the exact sums C = Σ q·x and X = Σ x
+// come from the tensor cores (m16n8k16, f32 sums): each pair of fields becomes an exact bf16 pair (q
+// under the exponent of 128 by one LOP3, then 128 subtracted, exactly), X is the activations'
+// product with ones; each group is then folded in f32, y = fma(s, C, y), y = fma(b, X, y). 8-bit
+// fields are two planes of nibbles, two products into the same sums: the low nibbles as above, the
+// high ones under the exponent of 2048 (16·n exactly) less 128, so that C = Σ (q - 128)·x and the
+// bias folded is b + 128·s (affine_tiles.h high_pair: the terms do not cancel). Block = one 16-row
 // tile, the K split among its 8 warps, the next units' loads in flight while the current ones are
 // multiplied, the warps' sums added in warp order (skinny_quant_fp8.cu's skeleton).
 //
@@ -18,7 +21,7 @@
 #include <vector>
 
 #include "backend/cuda/ptx/mma.cuh"
-#include "backend/cuda/quant/affine4_tiles.h"
+#include "backend/cuda/quant/affine_tiles.h"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
 #include "backend/cuda/quant/tile_blocks.cuh"
 #include "backend/cuda/runtime/chained_launch.h"
@@ -28,7 +31,7 @@
 namespace qwenrt::cuda {
 namespace {
 
-namespace at = affine4_tiles;
+namespace at = affine_tiles;
 
 using tile_blocks::kRedBytes;
 using tile_blocks::kThreads;
@@ -46,15 +49,15 @@ __device__ __forceinline__ EntryBits<ST> load_entry(const EntryBits<ST>* p) {
   else return load_stream8(p);
 }
 
-// A batch: U units (16-byte loads) a lane issues before it multiplies them, compiled for
-// kMinBlocks blocks per multiprocessor (registers: 128 at two, 80 at three, 64 at four): depth 4 at
+// A batch: U units a lane loads before it multiplies them (U · planes 16-byte loads), compiled for
+// kMinBlocks blocks per multiprocessor (registers: 128 at two, 80 at three, 64 at four): 4 loads at
 // two, 3 at three, 2 at four, one block fewer where the table entries take more registers (groups
 // of 32: two entries a unit; f32: 16 bytes an entry), never below two, so that none spills. Deeper
 // batches keep more bytes in flight, shallower ones let more blocks stay resident: a launch runs
 // the deepest batch whose blocks all fit the GPU at once, else the shallowest (launch()). The sums
 // are the same at every depth, bit for bit.
-template <QuantScale ST, int G, int U>
-inline constexpr int kMinBlocks = std::max(2, 6 - U - (G == 32 ? 1 : 0) - (ST == QuantScale::F32 ? 1 : 0));
+template <int Bits, QuantScale ST, int G, int U>
+inline constexpr int kMinBlocks = std::max(2, 6 - U * at::planes(Bits) - (G == 32 ? 1 : 0) - (ST == QuantScale::F32 ? 1 : 0));
 
 // (scale of g, bias of g, scale of g + 8, bias of g + 8) in f32 (exact).
 template <QuantScale ST>
@@ -62,29 +65,37 @@ __device__ __forceinline__ float4 widen(const EntryBits<ST>& e) {
   if constexpr (ST == QuantScale::F32) {
     return make_float4(__uint_as_float(e.x), __uint_as_float(e.y), __uint_as_float(e.z), __uint_as_float(e.w));
   } else if constexpr (ST == QuantScale::BF16) {
-    return make_float4(__uint_as_float(e.x << 16), __uint_as_float(e.x & 0xffff0000u), __uint_as_float(e.y << 16), __uint_as_float(e.y & 0xffff0000u));
+    return make_float4(__uint_as_float(e.x << 16), __uint_as_float(e.x & 0xffff0000u), __uint_as_float(e.y << 16),
+                       __uint_as_float(e.y & 0xffff0000u));
   } else {
-    return make_float4(__half2float(__ushort_as_half(static_cast<unsigned short>(e.x & 0xffffu))), __half2float(__ushort_as_half(static_cast<unsigned short>(e.x >> 16))),
-                       __half2float(__ushort_as_half(static_cast<unsigned short>(e.y & 0xffffu))), __half2float(__ushort_as_half(static_cast<unsigned short>(e.y >> 16))));
+    return make_float4(__half2float(__ushort_as_half(static_cast<unsigned short>(e.x & 0xffffu))),
+                       __half2float(__ushort_as_half(static_cast<unsigned short>(e.x >> 16))),
+                       __half2float(__ushort_as_half(static_cast<unsigned short>(e.y & 0xffffu))),
+                       __half2float(__ushort_as_half(static_cast<unsigned short>(e.y >> 16))));
   }
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
 
-// Step s's A fragments from the lane's word s: the fields q exactly, as bf16 pairs.
+// Step s's A fragments from the lane's word s of a plane, as exact bf16 pairs: the low plane's
+// nibbles n (Low), or the high plane's 16·n - 128 (affine_tiles.h).
+template <bool Low>
 __device__ __forceinline__ void a_fragments(uint32_t word, uint32_t (&a)[4]) {
-  const uint32_t k128 = at::kBf16Pair128;
+  const uint32_t offset = Low ? at::kBf16Pair128 : at::kBf16Pair2176;
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    const uint32_t biased = at::biased_pair(word, p);
-    const __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), *reinterpret_cast<const __nv_bfloat162*>(&k128));
+    const uint32_t biased = Low ? at::low_pair(word, p) : at::high_pair(word, p);
+    const __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), *reinterpret_cast<const __nv_bfloat162*>(&offset));
     a[p] = *reinterpret_cast<const uint32_t*>(&q);
   }
 }
 
 // One group folded into the lane's outputs y (rows g, g + 8 × batch columns 2t, 2t + 1): its sums
-// c = Σ q·x and xs = Σ x (the same for both rows), its scales and biases sb = (s_g, b_g, s_g+8, b_g+8).
-__device__ __forceinline__ void fold(float (&y)[4], const float (&c)[4], const float (&xs)[4], const float4& sb) {
+// c = Σ q·x (8-bit: Σ (q - 128)·x) and xs = Σ x (the same for both rows), its scales and biases
+// sb = (s_g, b_g, s_g+8, b_g+8) (8-bit: each bias taken as b + 128·s, one rounding).
+template <int Bits>
+__device__ __forceinline__ void fold(float (&y)[4], const float (&c)[4], const float (&xs)[4], float4 sb) {
+  if constexpr (Bits == 8) sb.y = __fmaf_rn(128.0f, sb.x, sb.y), sb.w = __fmaf_rn(128.0f, sb.z, sb.w);
   y[0] = __fmaf_rn(sb.y, xs[0], __fmaf_rn(sb.x, c[0], y[0]));
   y[1] = __fmaf_rn(sb.y, xs[1], __fmaf_rn(sb.x, c[1], y[1]));
   y[2] = __fmaf_rn(sb.w, xs[2], __fmaf_rn(sb.z, c[2], y[2]));
@@ -94,17 +105,18 @@ __device__ __forceinline__ void fold(float (&y)[4], const float (&c)[4], const f
 // Block = one 16-row tile of one segment; warp w takes chunks w, w + 8, ... of the row, a chunk
 // being whole units and whole groups (one unit for groups of 32 and 64, two for 128). A lane loads
 // a batch of U units and their groups' table entries at once, the next batch while it multiplies
-// this one; per step one product for C and one with ones for X.
-template <QuantScale ST, int G, int U>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
-    skinny_affine4_tiles_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, TileSegments segs) {
+// this one; per step one product for C (8-bit: one per plane) and one with ones for X.
+template <int Bits, QuantScale ST, int G, int U>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U>)
+    skinny_affine_tiles_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, TileSegments segs) {
+  constexpr int kPlanes = at::planes(Bits), kUnitBytes = at::unit_bytes(Bits);
   constexpr int kUnitsPerChunk = G > at::kUnitCols ? G / at::kUnitCols : 1;
   constexpr int kGroupsPerChunk = G < at::kUnitCols ? at::kUnitCols / G : 1;
   constexpr int kStepsPerGroup = G / 16;
   static_assert(U % kUnitsPerChunk == 0, "a batch holds whole chunks");
   constexpr int kChunksPerBatch = U / kUnitsPerChunk;
   constexpr int kGroupsPerBatch = kChunksPerBatch * kGroupsPerChunk;
-  using Bits = EntryBits<ST>;
+  using Entry = EntryBits<ST>;
 
   extern __shared__ float4 smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
@@ -115,11 +127,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
   const int chunks = units / kUnitsPerChunk;
   const int warp_chunks = warp < chunks ? (chunks - 1 - warp) / kWarps + 1 : 0;
   const int batches = (warp_chunks + kChunksPerBatch - 1) / kChunksPerBatch;
-  const uint8_t* fields = static_cast<const uint8_t*>(m.data) + wtile * units * at::kUnitBytes + 16 * lane;
-  const Bits* entries = static_cast<const Bits*>(m.scales) + wtile * groups * 8 + g;
+  const uint8_t* fields = static_cast<const uint8_t*>(m.data) + wtile * units * kUnitBytes + 16 * lane;
+  const Entry* entries = static_cast<const Entry*>(m.scales) + wtile * groups * 8 + g;
 
-  uint4 next_w[U];
-  Bits next_s[kGroupsPerBatch];
+  uint4 next_w[U][kPlanes];
+  Entry next_s[kGroupsPerBatch];
   auto load_batch = [&](int b) {
 #pragma unroll
     for (int ci = 0; ci < kChunksPerBatch; ++ci) {
@@ -127,11 +139,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
       const bool here = i < warp_chunks;
 #pragma unroll
       for (int u = 0; u < kUnitsPerChunk; ++u)
-        next_w[ci * kUnitsPerChunk + u] =
-            here ? load_stream16(fields + static_cast<int64_t>(chunk * kUnitsPerChunk + u) * at::kUnitBytes) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int pl = 0; pl < kPlanes; ++pl)
+          next_w[ci * kUnitsPerChunk + u][pl] =
+              here ? load_stream16(fields + static_cast<int64_t>(chunk * kUnitsPerChunk + u) * kUnitBytes + pl * at::kPlaneBytes)
+                   : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int gi = 0; gi < kGroupsPerChunk; ++gi)
-        next_s[ci * kGroupsPerChunk + gi] = here ? load_entry<ST>(entries + static_cast<int64_t>(chunk * kGroupsPerChunk + gi) * 8) : Bits{};
+        next_s[ci * kGroupsPerChunk + gi] = here ? load_entry<ST>(entries + static_cast<int64_t>(chunk * kGroupsPerChunk + gi) * 8) : Entry{};
     }
   };
   if (batches > 0) load_batch(0);  // weights never change: in flight before the wait on the kernel ahead
@@ -141,10 +156,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
   const __nv_bfloat16* xrow = x + static_cast<int64_t>(g < n ? g : n - 1) * ldx + 4 * t;
   float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int b = 0; b < batches; ++b) {
-    uint4 cur_w[U];
-    Bits cur_s[kGroupsPerBatch];
+    uint4 cur_w[U][kPlanes];
+    Entry cur_s[kGroupsPerBatch];
 #pragma unroll
-    for (int u = 0; u < U; ++u) cur_w[u] = next_w[u];
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int pl = 0; pl < kPlanes; ++pl) cur_w[u][pl] = next_w[u][pl];
 #pragma unroll
     for (int e = 0; e < kGroupsPerBatch; ++e) cur_s[e] = next_s[e];
     if (b + 1 < batches) load_batch(b + 1);  // in flight while these are multiplied
@@ -171,12 +188,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
         for (int s = 0; s < 4; ++s) {
           const int unit = ci * kUnitsPerChunk + u, step = 4 * u + s;
           uint32_t a[4];
-          a_fragments(word_of(cur_w[unit], s), a);
           const uint2 bx = xv[unit][s];
+          a_fragments<true>(word_of(cur_w[unit][0], s), a);
           mma_bf16_16816(c, a[0], a[1], a[2], a[3], bx.x, bx.y);
+          if constexpr (kPlanes == 2) {
+            a_fragments<false>(word_of(cur_w[unit][1], s), a);
+            mma_bf16_16816(c, a[0], a[1], a[2], a[3], bx.x, bx.y);
+          }
           mma_bf16_16816(xs, at::kBf16PairOnes, at::kBf16PairOnes, at::kBf16PairOnes, at::kBf16PairOnes, bx.x, bx.y);
           if ((step + 1) % kStepsPerGroup == 0) {
-            fold(y, c, xs, widen<ST>(cur_s[ci * kGroupsPerChunk + step / kStepsPerGroup]));
+            fold<Bits>(y, c, xs, widen<ST>(cur_s[ci * kGroupsPerChunk + step / kStepsPerGroup]));
 #pragma unroll
             for (int e = 0; e < 4; ++e) c[e] = xs[e] = 0.0f;
           }
@@ -187,73 +208,70 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<ST, G, U>)
   tile_blocks::finish(y, red, seg, wtile * at::kTileRows, n);
 }
 
-// Blocks of `kernel` the current device holds at once; remembered per (device, kernel).
-int64_t resident_blocks(const void* kernel) {
-  struct Entry {
-    int device;
-    const void* kernel;
-    int64_t blocks;
-  };
-  thread_local std::vector<Entry> known;
-  int device = 0;
-  QWENRT_CUDA_CHECK(cudaGetDevice(&device));
-  for (const Entry& e : known)
-    if (e.device == device && e.kernel == kernel) return e.blocks;
-  int per_sm = 0, sms = 0;
-  QWENRT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kRedBytes));
-  QWENRT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  known.push_back({device, kernel, static_cast<int64_t>(per_sm) * sms});
-  return known.back().blocks;
-}
-
 // Launches depth U unless `only_if_resident` and the launch's blocks do not all fit the GPU at once.
-template <QuantScale ST, int G, int U>
+template <int Bits, QuantScale ST, int G, int U>
 bool launch_depth(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream, bool only_if_resident) {
-  const auto kernel = skinny_affine4_tiles_kernel<ST, G, U>;
+  const auto kernel = skinny_affine_tiles_kernel<Bits, ST, G, U>;
   const int64_t tiles = segs.first_tile[segs.count];
-  if (only_if_resident && tiles > resident_blocks(reinterpret_cast<const void*>(kernel))) return false;
+  if (only_if_resident && tiles > tile_blocks::resident_blocks(reinterpret_cast<const void*>(kernel))) return false;
   launch_chained(kernel, dim3(static_cast<unsigned>(tiles)), dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
   return true;
 }
 
-// The deepest batch whose blocks all fit the GPU at once, else depth 2 (H100, against depth 4 at
-// two blocks per multiprocessor everywhere: 27B q4 decode 116.5 -> 140 tok/s with depth 2 at four
-// blocks for launches of several waves; 27B's ffn down, 320 tiles in one wave, 59% -> 78% of copy
-// at depth 3 against 2). Depths that would spill registers are not compiled: depth 3 only for
-// 16-bit scales in groups of 64 (groups of 128 are chunks of two units), and f32 scales in groups
-// of 32 run depth 2 only.
-template <QuantScale ST, int G>
+// The deepest batch whose blocks all fit the GPU at once, else the shallowest (4-bit on an H100,
+// against depth 4 at two blocks per multiprocessor everywhere: 27B q4 decode 116.5 -> 140 tok/s
+// with depth 2 at four blocks for launches of several waves; 27B's ffn down, 320 tiles in one
+// wave, 59% -> 78% of copy at depth 3 against 2). Depths are counted in 16-byte loads, an 8-bit
+// unit being two: 4-bit units 4, 3, 2; 8-bit units 2, 1 (groups of 128, chunks of two units: 2
+// only). Depths that would spill registers are not compiled: 4-bit depth 3 only for 16-bit scales
+// in groups of 64, and f32 scales in groups of 32 run the shallowest depth only.
+template <int Bits, QuantScale ST, int G>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream) {
-  if constexpr (ST != QuantScale::F32 || G != 32) {
-    if (launch_depth<ST, G, 4>(x, n, ldx, segs, stream, true)) return;
-    if constexpr (ST != QuantScale::F32 && G == 64)
-      if (launch_depth<ST, G, 3>(x, n, ldx, segs, stream, true)) return;
+  constexpr bool kDeep = ST != QuantScale::F32 || G != 32;
+  if constexpr (Bits == 4) {
+    if constexpr (kDeep) {
+      if (launch_depth<4, ST, G, 4>(x, n, ldx, segs, stream, true)) return;
+      if constexpr (ST != QuantScale::F32 && G == 64)
+        if (launch_depth<4, ST, G, 3>(x, n, ldx, segs, stream, true)) return;
+    }
+    launch_depth<4, ST, G, 2>(x, n, ldx, segs, stream, false);
+  } else if constexpr (G == 128) {
+    launch_depth<8, ST, G, 2>(x, n, ldx, segs, stream, false);
+  } else {
+    if constexpr (kDeep)
+      if (launch_depth<8, ST, G, 2>(x, n, ldx, segs, stream, true)) return;
+    launch_depth<8, ST, G, 1>(x, n, ldx, segs, stream, false);
   }
-  launch_depth<ST, G, 2>(x, n, ldx, segs, stream, false);
 }
 
-template <QuantScale ST>
+template <int Bits, QuantScale ST>
 void launch_group(int group_size, const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream) {
   switch (group_size) {
-    case 32: launch<ST, 32>(x, n, ldx, segs, stream); break;
-    case 64: launch<ST, 64>(x, n, ldx, segs, stream); break;
-    default: launch<ST, 128>(x, n, ldx, segs, stream); break;
+    case 32: launch<Bits, ST, 32>(x, n, ldx, segs, stream); break;
+    case 64: launch<Bits, ST, 64>(x, n, ldx, segs, stream); break;
+    default: launch<Bits, ST, 128>(x, n, ldx, segs, stream); break;
+  }
+}
+
+template <int Bits>
+void launch_scales(QuantScale scale_type, int group_size, const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream) {
+  switch (scale_type) {
+    case QuantScale::BF16: launch_group<Bits, QuantScale::BF16>(group_size, x, n, ldx, segs, stream); break;
+    case QuantScale::F16: launch_group<Bits, QuantScale::F16>(group_size, x, n, ldx, segs, stream); break;
+    case QuantScale::F32: launch_group<Bits, QuantScale::F32>(group_size, x, n, ldx, segs, stream); break;
   }
 }
 
 }  // namespace
 
-void skinny_quant_affine4_tiles(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
+void skinny_quant_affine_tiles(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
   const QuantMatrix& first = segments[0].w;
   for (const QuantSegment& s : segments)
-    if (!s.w.tiled || s.w.group_size != first.group_size || s.w.scale_type != first.scale_type)
-      fail("internal: tiled 4-bit weights of different group sizes or scale types in one launch");
+    if (!s.w.tiled || s.w.kind != first.kind || s.w.group_size != first.group_size || s.w.scale_type != first.scale_type)
+      fail("internal: tiled weights of different containers, group sizes or scale types in one launch");
   const TileSegments segs = tile_blocks::segments(segments);
-  switch (first.scale_type) {
-    case QuantScale::BF16: launch_group<QuantScale::BF16>(first.group_size, x, static_cast<int>(n), ldx, segs, stream); break;
-    case QuantScale::F16: launch_group<QuantScale::F16>(first.group_size, x, static_cast<int>(n), ldx, segs, stream); break;
-    case QuantScale::F32: launch_group<QuantScale::F32>(first.group_size, x, static_cast<int>(n), ldx, segs, stream); break;
-  }
+  if (first.kind == QuantKind::Affine8) launch_scales<8>(first.scale_type, first.group_size, x, static_cast<int>(n), ldx, segs, stream);
+  else launch_scales<4>(first.scale_type, first.group_size, x, static_cast<int>(n), ldx, segs, stream);
   QWENRT_CUDA_CHECK_LAUNCH();
 }
 
