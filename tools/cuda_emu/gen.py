@@ -22,7 +22,7 @@ for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_stat
         parts.append(cur)
         grid, block, smem = parts[0], parts[1], parts[2]
         return f'emu::launch({kernel}, dim3({grid}), dim3({block}), {smem}, {args});'
-    s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', launch, s)
+    s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', launch, s, flags=re.S)  # clang-format may wrap a launch's arguments
     # launch_chained(kernel, grid, block, smem, stream, args...): the stream is dropped
     s = re.sub(r'launch_chained\((\w+), (dim3\(.*?\)), (dim3\(.*?\)), (.*?), stream, (.*?)\);',
                lambda m: f'emu::launch({m.group(1)}, {m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(5)});', s)
