@@ -188,25 +188,6 @@ def losses(out: dict[str, torch.Tensor], window: torch.Tensor,
     return (main * w_main).sum() / w_main.sum().clamp(min=1e-6), (mtp * w_mtp).sum() / w_mtp.sum().clamp(min=1e-6)
 
 
-
-def mtp_distill_loss(model: DemoModel, window: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The MTP block's loss for training it alone on a frozen trunk: at row t, KL(main || MTP) of
-    the distributions of x[t+2], the main head's taken at t+1 (given the true x[t+1]) and the MTP
-    head's from h[t] and x[t+1]. A greedy speculative step keeps a draft when the two argmaxes
-    agree, so the MTP head is taught the main head's prediction rather than the data's token.
-    `weights` [B, T+1] as in `losses` (the weight of predicting each token)."""
-    inputs = window[:, :-1]
-    batch, length = inputs.shape
-    with torch.no_grad():
-        hidden = model.lm.model(input_ids=inputs, use_cache=False).last_hidden_state
-        teacher = F.log_softmax(model.lm.lm_head(hidden[:, 1:]).float(), -1)
-        next_embeds = model.lm.model.embed_tokens(window[:, 1:-1])
-    mtp_hidden = model.mtp(hidden[:, :-1], next_embeds, model.positions(batch, length - 1, hidden))
-    student = F.log_softmax(model.lm.lm_head(mtp_hidden).float(), -1)
-    kl = F.kl_div(student, teacher, log_target=True, reduction="none").sum(-1).flatten()
-    w = weights[:, 2:].flatten()
-    return (kl * w).sum() / w.sum().clamp(min=1e-6)
-
 # ---------------------------------------------------------------------------------------------
 # Checkpoint format
 

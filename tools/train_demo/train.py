@@ -28,10 +28,6 @@ Recipe (see models/*/README.md for the numbers of the shipped run):
     continuations of training contexts with the sequence-level unlikelihood loss (unlikelihood.py:
     repeated 4-grams pushed down), the cure for greedy loops; such runs keep the last weights
     (--select last), since the validation objective alone would prefer the loops;
-  * --mtp-distill (with --init): only the MTP block trains, on a frozen trunk, embedding and head,
-    towards the main head's distribution of the same token (qwen35_demo.mtp_distill_loss): what
-    speculative decoding accepts; the main model's weights stay bit for bit, and the weights with
-    the best validation acceptance are kept;
   * the loop rate (greedy continuations of held-back contexts ending in a short loop within 200
     tokens) of the starting and the final weights, on the test split;
   * the kept weights are rounded to the checkpoint dtypes before the final metrics, so the numbers
@@ -163,13 +159,17 @@ def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply
     'mtp_accept' is the teacher-forced draft acceptance: how often the MTP head's top token for
     x[t+2] (from h[t] and the true x[t+1]) equals the main head's top token at t+1, i.e. how often
     a greedy speculative step would keep the draft (given the main model's token t+1 is right).
+    'mtp_accept_after_miss' is the same at the positions right after one whose draft would be
+    rejected: where a speculative round starts after a rejection, so its first draft position sees
+    this rate more often than the average (misses come in runs).
     """
     model.eval()
     stream, roles = split.stream, split.roles
     starts = eval_windows(stream, length)
     if windows is not None:
         starts = starts[:windows]
-    keys = ("bytes", "nll", "n", "w_nll", "w", "r_nll", "r_n", "top1", "mtp_nll", "mtp_n", "mtp_top1", "mtp_accept", "r_accept", "r_mtp_n")
+    keys = ("bytes", "nll", "n", "w_nll", "w", "r_nll", "r_n", "top1", "mtp_nll", "mtp_n", "mtp_top1", "mtp_accept", "r_accept", "r_mtp_n",
+            "misses", "accept_after_miss")
     sums = dict.fromkeys(keys, 0.0)
     n_sources = len(split.sources or []) or 1
     src_nll = torch.zeros(n_sources, dtype=torch.float64)
@@ -187,7 +187,11 @@ def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply
         w = role_weights(role, prompt_role)[:, 1:].flatten()
         reply = (role[:, 1:] == reply_role).flatten()
         reply2 = (role[:, 2:] == reply_role).flatten()
-        accept = (mtp_top == main_top[:, 1:]).flatten()
+        accept_rows = mtp_top == main_top[:, 1:]
+        accept = accept_rows.flatten()
+        missed = ~accept_rows[:, :-1]
+        sums["misses"] += missed.sum().item()
+        sums["accept_after_miss"] += (accept_rows[:, 1:] & missed).sum().item()
         sums["nll"] += nll.double().sum().item()
         sums["n"] += nll.numel()
         if split.token_bytes is not None:
@@ -216,6 +220,7 @@ def evaluate(model: demo.DemoModel, split: Split, length: int, batch: int, reply
         "reply_ppl": math.exp(div("r_nll", "r_n")) if sums["r_n"] else None,
         "mtp_loss": div("mtp_nll", "mtp_n"), "mtp_ppl": math.exp(div("mtp_nll", "mtp_n")), "mtp_top1": div("mtp_top1", "mtp_n"),
         "mtp_accept": div("mtp_accept", "mtp_n"), "mtp_accept_reply": div("r_accept", "r_mtp_n") if sums["r_mtp_n"] else None,
+        "mtp_accept_after_miss": div("accept_after_miss", "misses"),
     }
     if split.token_bytes is not None:
         result["bytes"] = int(sums["bytes"])
@@ -270,25 +275,6 @@ def train_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr
     return main.detach(), mtp.detach()
 
 
-def distill_step(model, opt, split: Split, idx: torch.Tensor, prompt_role: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One --mtp-distill update (the MTP block alone); returns (0, the distillation loss) in
-    train_step's (main, mtp) order."""
-    set_lr(opt, lr)
-    window = split.stream[idx]
-    with torch.autocast(window.device.type, dtype=torch.bfloat16, enabled=window.device.type == "cuda"):
-        loss = demo.mtp_distill_loss(model, window, role_weights(split.roles[idx], prompt_role))
-    apply_update(model.mtp, opt, loss)
-    return torch.zeros(()), loss.detach()
-
-
-def trainable(model: demo.DemoModel, args) -> torch.nn.Module:
-    """The part an optimizer steps: the MTP block alone with --mtp-distill (the rest frozen), else all."""
-    if args.mtp_distill:
-        model.lm.requires_grad_(False)
-        return model.mtp
-    return model
-
-
 def unlikelihood_step(model, opt, train: Split, ends, gen: torch.Generator, stop_ids: list[int], batch: int,
                       lr: float) -> tuple[torch.Tensor, float]:
     """One update of the sequence-level unlikelihood loss on `batch` greedy continuations."""
@@ -315,16 +301,15 @@ def calibrate_steps(args, dims, special_ids, train: Split, val: Split, roles: di
                     ul_ends, val_loop_prompts: torch.Tensor | None, device) -> tuple[int, dict]:
     """Time a few steps and one selection eval on a throwaway model; steps that fit the budget."""
     model = demo.build(dims, special_ids, args.seed).to(device)
-    opt = make_optimizer(trainable(model, args), device)
-    step_fn = distill_step if args.mtp_distill else train_step
+    opt = make_optimizer(model, device)
     sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
     for _ in range(3):   # warm-up: kernel selection, allocator
-        step_fn(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
+        train_step(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
     sync(device)
     t0 = time.perf_counter()
     n = 10
     for _ in range(n):
-        step_fn(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
+        train_step(model, opt, train, sampler.next(), roles["prompt"], 1e-4)
     sync(device)
     step_time = (time.perf_counter() - t0) / n
     ul_time = 0.0
@@ -379,8 +364,6 @@ def main() -> None:
     ap.add_argument("--unlikelihood-batch", type=int, default=UL_BATCH, help="greedy continuations per unlikelihood update")
     ap.add_argument("--select", choices=("best", "last"), help="keep the weights with the best validation objective, or the "
                                                              "last ones (default: last with --unlikelihood-every, else best)")
-    ap.add_argument("--mtp-distill", action="store_true", help="train only the MTP block (from --init) towards the main "
-                                                                 "head's predictions; keeps the best validation acceptance")
     ap.add_argument("--loop-prompts", type=int, default=256, help="held-back contexts for the loop rate of the first and final weights")
     ap.add_argument("--deadline", type=float, help="safety stop: leave the loop this many seconds after the start "
                                                    "(recorded as stopped_early; the run then no longer follows --steps)")
@@ -389,8 +372,6 @@ def main() -> None:
         ap.error("give exactly one of --steps and --time-budget")
     if args.unlikelihood_every < 0:
         ap.error("--unlikelihood-every: 0 (off) or a positive step interval")
-    if args.mtp_distill and (not args.init or args.unlikelihood_every):
-        ap.error("--mtp-distill trains the MTP block of an --init model, without --unlikelihood-every")
     args.select = args.select or ("last" if args.unlikelihood_every else "best")
 
     t_start = time.perf_counter()
@@ -426,12 +407,10 @@ def main() -> None:
         init_sha256 = hashlib.sha256(args.init.read_bytes()).hexdigest()
         log(f"starting from {args.init} (sha256 {init_sha256})")
     n_params = sum(v.numel() for v in demo.checkpoint_tensors(model).values())
-    opt = make_optimizer(trainable(model, args), device)
-    step_fn = distill_step if args.mtp_distill else train_step
+    opt = make_optimizer(model, device)
     sampler = WindowSampler(train.stream, args.seq_len, args.batch, args.seed + 1)
     log(f"{n_params:,} parameters; {steps} steps of {args.batch}x{args.seq_len} tokens"
-        + (f", an unlikelihood update after every {args.unlikelihood_every}" if args.unlikelihood_every else "")
-        + (", the MTP block alone (distillation)" if args.mtp_distill else ""))
+        + (f", an unlikelihood update after every {args.unlikelihood_every}" if args.unlikelihood_every else ""))
     test_loop_prompts = loop_prompts(test, roles, args.loop_prompts, 1)
     loops = {"start": ul.loop_rate(model.lm, test_loop_prompts, stop_ids)}
     log(f"loop rate of the starting weights on {args.loop_prompts} test contexts: {loops['start']}")
@@ -442,7 +421,7 @@ def main() -> None:
     t_loop = time.perf_counter()
     stopped_early, stop_reason, stale = None, None, 0
     for step in range(steps):
-        main_loss, mtp_loss = step_fn(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
+        main_loss, mtp_loss = train_step(model, opt, train, sampler.next(), roles["prompt"], lr_at(step, steps, args.peak_lr))
         if args.unlikelihood_every and (step + 1) % args.unlikelihood_every == 0:
             ul_loss, ul_repeated = unlikelihood_step(model, opt, train, ul_ends, ul_gen, stop_ids, args.unlikelihood_batch,
                                                         lr_at(step, steps, args.peak_lr))
@@ -465,8 +444,6 @@ def main() -> None:
             if val_loop_prompts is not None:
                 history[-1]["select_val_loops"] = ul.loop_rate(model.lm, val_loop_prompts, stop_ids)
                 log(f"  val loops {history[-1]['select_val_loops']}")
-            if args.mtp_distill:   # the trunk is frozen: its objective never moves; the acceptance does
-                sel["objective"] = 1 - sel["mtp_accept"]
             if sel["objective"] < best["objective"]:
                 best = {"objective": sel["objective"], "step": step + 1,
                         "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
@@ -510,7 +487,7 @@ def main() -> None:
         "hyper": {"peak_lr": args.peak_lr, "min_lr_ratio": MIN_LR_RATIO, "warmup_fraction": WARMUP_FRACTION,
                   "weight_decay": WEIGHT_DECAY, "mtp_weight": MTP_WEIGHT, "prompt_weight": PROMPT_WEIGHT,
                   "eval_every": args.eval_every, "patience": args.patience, "select_windows": SELECT_WINDOWS,
-                  "select": args.select, "unlikelihood_every": args.unlikelihood_every, "mtp_distill": args.mtp_distill,
+                  "select": args.select, "unlikelihood_every": args.unlikelihood_every,
                   "unlikelihood": {"batch": args.unlikelihood_batch, "prefix": ul.PREFIX, "continuation": ul.CONTINUATION,
                                    "ngram": ul.NGRAM, "text_fraction": ul.TEXT_FRACTION} if args.unlikelihood_every else None},
         "loops": loops,
