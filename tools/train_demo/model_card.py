@@ -117,8 +117,8 @@ def card(model: Path, record: Path) -> str:
                 "48 greedy tokens each; the tokens equal plain decoding's by construction, and the benchmark checks it). "
                 "Acceptance at draft position i counts the rounds whose first i − 1 drafts were accepted; position 1 is the "
                 "speculative counterpart of the teacher-forced acceptance above (the goal for both: 60%). A round starts right "
-                "after the position whose draft the last round rejected, and misses come in runs, so position 1 meets the "
-                "teacher-forced acceptance after a miss (the table above) more often than the average: it lies between the two.", "",
+                "after the position whose draft the last round rejected, and misses come in runs, so position 1 follows the "
+                "teacher-forced acceptance after a miss (the table above) rather than the average.", "",
                 "| text | segments | main-model steps | tokens per step | accepted / drafted at positions 1, 2, 3, 4 | position 1 |",
                 "|---|---|---|---|---|---|"]
         for r in spec:
