@@ -2,7 +2,7 @@
 // Quantized weights on the GPU, kept packed (model/cuda/cuda_weights binds every matrix through
 // here or as bf16): MLX affine words in 4-bit or 8-bit containers (4 and 8 bits copied as they are;
 // 2/3-bit repacked at load into 4-bit containers and 5/6-bit into 8-bit ones, the same q, scales
-// and biases, so the kernels' shifts are fixed), scales and biases as stored, 4-bit containers in
+// and biases, so the kernels' shifts are fixed), scales and biases as stored, both containers in
 // tensor-core tiles where the caller allows (uploads_tiled); FP8 e4m3 bytes as stored with their
 // tile scales widened to f32 (exact). Synthetic weights (a seed, no host data) are made on the
 // device.
