@@ -133,7 +133,7 @@ Packed tile_on_host(const Packed& p) {
   t.m = p.m;
   t.m.tiled = true;
   t.m.biases = nullptr;
-  const int bits = p.m.kind == QuantKind::Affine8 ? 8 : 4;
+  const int bits = p.m.container_bits();
   t.data.assign(static_cast<std::size_t>(at::field_bytes(rows, cols, bits)), 0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
@@ -162,7 +162,7 @@ int check_tiling(const char* name, const Packed& p, const Packed& t) {
   namespace at = affine_tiles;
   const int64_t rows = p.m.rows, cols = p.m.cols, groups = cols / p.m.group_size;
   std::vector<uint8_t> fields(t.data.size(), 0xee);
-  tile_affine_fields(p.data.data(), rows, cols, p.m.kind == QuantKind::Affine8 ? 8 : 4, fields.data(), nullptr);
+  tile_affine_fields(p.data.data(), rows, cols, p.m.container_bits(), fields.data(), nullptr);
   const bool wide = p.m.scale_type == QuantScale::F32;
   std::vector<uint8_t> table(wide ? t.scales32.size() * 4 : t.scales16.size() * 2, 0xee);
   tile_affine_scales(p.m.scales, p.m.biases, wide ? 4 : 2, rows, groups, table.data(), nullptr);

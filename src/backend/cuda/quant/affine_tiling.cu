@@ -1,7 +1,6 @@
 // MLX affine weights in 4-bit and 8-bit containers put into tensor-core tiles on the device
-// (affine_tiling.h). Each
-// thread writes one 32-bit word of the tiles (or one four-value entry of the table), so the writes
-// are contiguous; the reads gather from the row-major staging copy.
+// (affine_tiling.h). Each thread writes one 32-bit word of the tiles (or one four-value entry of the
+// table), so the writes are contiguous; the reads gather from the row-major staging copy.
 #include <algorithm>
 #include <cstdint>
 

@@ -1,8 +1,8 @@
 #pragma once
 // MLX affine weights in 4-bit and 8-bit containers put into tensor-core tiles on the device
-// (affine_tiles.h): the uploader
-// copies a slice of row-major rows to a staging buffer and these kernels write the slice's tiles,
-// so the layout is made once, at load, by the GPU (model/cuda/quant_upload).
+// (affine_tiles.h): the uploader copies a slice of row-major rows to a staging buffer and these
+// kernels write the slice's tiles, so the layout is made once, at load, by the GPU
+// (model/cuda/quant_upload).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

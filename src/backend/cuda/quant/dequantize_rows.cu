@@ -113,8 +113,8 @@ void dequantize_rows(const QuantMatrix& m, int64_t r0, int64_t count, __nv_bfloa
   const int64_t work = count * (m.cols / m.elements_per_load());  // 16-byte loads, in rows or tiles alike (about)
   const dim3 blocks(static_cast<unsigned>(std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t{1} << 16)));
   if (m.tiled) {
-    if (m.kind == QuantKind::Affine8) launch_chained(dequantize_tiles_kernel<8>, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
-    else launch_chained(dequantize_tiles_kernel<4>, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
+    const auto kernel = m.container_bits() == 8 ? dequantize_tiles_kernel<8> : dequantize_tiles_kernel<4>;
+    launch_chained(kernel, blocks, dim3(kThreads), 0, stream, m, r0, count, out);
     QWENRT_CUDA_CHECK_LAUNCH();
     return;
   }

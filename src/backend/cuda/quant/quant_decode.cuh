@@ -81,7 +81,7 @@ __host__ __device__ inline float fp8_value(uint32_t q, float scale) { return mul
 // rows or in tensor-core tiles (affine_tiles.h).
 __host__ __device__ inline uint32_t field(const QuantMatrix& m, int64_t r, int64_t c) {
   if (m.tiled) {  // a nibble per plane (affine_tiles.h)
-    const int bits = m.kind == QuantKind::Affine8 ? 8 : 4;
+    const int bits = m.container_bits();
     uint32_t q = 0;
     for (int plane = 0; plane < affine_tiles::planes(bits); ++plane) {
       const affine_tiles::NibbleAt at = affine_tiles::nibble_at(m.cols, bits, r, c, plane);

@@ -15,7 +15,7 @@ int64_t quant_matrix_bytes(const QuantMatrix& m) {
   }
   const int64_t scale_bytes = m.scale_type == QuantScale::F32 ? 4 : 2;
   if (m.tiled)
-    return affine_tiles::field_bytes(m.rows, m.cols, m.kind == QuantKind::Affine8 ? 8 : 4) + affine_tiles::table_values(m.rows, m.cols / m.group_size) * scale_bytes;
+    return affine_tiles::field_bytes(m.rows, m.cols, m.container_bits()) + affine_tiles::table_values(m.rows, m.cols / m.group_size) * scale_bytes;
   return m.rows * (m.row_bytes() + 2 * (m.cols / m.group_size) * scale_bytes);
 }
 

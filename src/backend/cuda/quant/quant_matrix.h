@@ -41,6 +41,8 @@ struct QuantMatrix {
   int64_t row_offset = 0;
 
   constexpr int64_t row_bytes() const { return kind == QuantKind::Affine4 ? cols / 2 : cols; }
+  // Affine: bits of a field's container (4 or 8).
+  constexpr int container_bits() const { return kind == QuantKind::Affine4 ? 4 : 8; }
   // Elements one 16-byte load holds.
   constexpr int elements_per_load() const { return kind == QuantKind::Affine4 ? 32 : 16; }
 };

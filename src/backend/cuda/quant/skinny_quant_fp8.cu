@@ -188,13 +188,9 @@ template <int PB>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
   const int64_t tiles = segs.first_tile[segs.count];
   const dim3 grid(static_cast<unsigned>(tiles));
-  if (tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true>))) {
-    const auto kernel = skinny_fp8_kernel<PB, true>;
-    launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
-  } else {
-    const auto kernel = skinny_fp8_kernel<PB, false>;
-    launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
-  }
+  const bool fits = tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true>));
+  const auto kernel = fits ? skinny_fp8_kernel<PB, true> : skinny_fp8_kernel<PB, false>;
+  launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ HostTiles tile_on_host(const cuda::QuantMatrix& m, int value_bytes) {
   namespace at = cuda::affine_tiles;
   const int64_t groups = m.cols / m.group_size;
   HostTiles t;
-  const int bits = m.kind == cuda::QuantKind::Affine8 ? 8 : 4;
+  const int bits = m.container_bits();
   t.fields.assign(static_cast<std::size_t>(at::field_bytes(m.rows, m.cols, bits)), 0);
   t.table.assign(static_cast<std::size_t>(at::table_values(m.rows, groups) * value_bytes), std::byte{0});
   for (int64_t r = 0; r < m.rows; ++r) {
