@@ -5,7 +5,8 @@
 #   scripts/gpu_session_run.sh h200     on an H200 only: 35B-A3B 8k prefill and decode at batch 1 / 8
 #                                       (two rounds) and 64
 #   scripts/gpu_session_run.sh quant    27B q4 / q8 / fp8 decode at batch 1, 8, 64; 9B and 0.8B at batch 1
-#   scripts/gpu_session_run.sh figures  on an H200: h200, then quant; elsewhere quant alone
+#   scripts/gpu_session_run.sh parity   the quantized and MoE CUDA tests (the demo models end to end too)
+#   scripts/gpu_session_run.sh figures  parity, then on an H200 h200; then quant
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_libs.sh
@@ -27,9 +28,13 @@ quant() {
     for size in 9b 0.8b; do echo "$size $quant b1: $(q --synthetic $size --quant $quant --prompt-tokens 512 --gen-tokens 64)"; done
   done
 }
+parity() {
+  "$bin/qwenrt_cuda_tests" --gtest_filter='*Quant*:*Moe*:*MoE*:*Fp8*:*FP8*:*Affine*' 2>&1 | grep -E '^\[  (PASSED|FAILED) |FAILED \]|rel' | tail -40
+}
 case "${1:-figures}" in
   h200) if on_h200; then h200; else echo "not an H200: nothing run"; fi ;;
   quant) quant ;;
-  figures) if on_h200; then h200; fi; quant ;;
-  *) echo "usage: gpu_session_run.sh h200|quant|figures" >&2; exit 2 ;;
+  parity) parity ;;
+  figures) parity; if on_h200; then h200; fi; quant ;;
+  *) echo "usage: gpu_session_run.sh h200|quant|parity|figures" >&2; exit 2 ;;
 esac
