@@ -4,8 +4,9 @@
 #   scripts/gpu_quant_ab.sh AFTER_DIR BEFORE_DIR
 # e.g. carry .gpu (this build) and .gpu-before (main's), then scripts/gpu_quant_ab.sh .gpu .gpu-before
 # Prints the tests' verdicts and errors, the skinny quantized product bench of each build, and
-# `qwenrt bench` lines: 27B q4/q8/fp8 decode, 27B q4 and bf16 8k prefill, 35B-A3B q4 decode and
-# 8k prefill, Qwen3-Next-80B-A3B q4 decode; then GPU time by part of the 27B q4 and bf16 8k prefills.
+# `qwenrt bench` lines: 27B q4/q8/fp8 decode at each batch of BATCHES (default 1) and a 64-token
+# prompt, alternated; unless ROWS_ONLY=1, 27B q4 and bf16 8k prefill, 35B-A3B q4 decode and 8k
+# prefill, Qwen3-Next-80B-A3B q4 decode, then GPU time by part of the 27B q4 and bf16 8k prefills.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_libs.sh
@@ -15,8 +16,8 @@ mkdir -p "$keep" /tmp/qwenrt-before
 nvidia-smi --query-gpu=name --format=csv,noheader
 new=$(gpu_bin_dir "${1:?AFTER_DIR}")
 tar -C /tmp/qwenrt-before -xJf "${2:?BEFORE_DIR}/qwenrt-gpu.tar.xz" && old=/tmp/qwenrt-before
-bench() {  # BIN SIZE QUANT PROMPT GEN
-  timeout 120 "$1/qwenrt" bench --device cuda --synthetic "$2" ${3:+--quant $3} --prompt-tokens "$4" --gen-tokens "$5" --json 2>"$keep/bench.err" |
+bench() {  # BIN SIZE QUANT PROMPT GEN [BATCH]
+  timeout 120 "$1/qwenrt" bench --device cuda --synthetic "$2" ${3:+--quant $3} --prompt-tokens "$4" --gen-tokens "$5" --batch "${6:-1}" --json 2>"$keep/bench.err" |
     python3 -c 'import json,sys; j=json.load(sys.stdin); print("decode %.1f tok/s %.0f%% of floor, prefill %.0f tok/s, %.1f GB" % (j["decode_tok_s"], 100*j["decode_fraction_of_floor"], j["prefill_tok_s"], j.get("gpu_memory_used_GB", 0)))' ||
     tail -2 "$keep/bench.err"
 }
@@ -24,7 +25,11 @@ timeout 300 "$new/qwenrt_cuda_tests" --gtest_filter='SkinnyQuant*:QuantDecode*:Q
 echo "tests exit $?"
 grep -E "^\[  (FAILED|PASSED) |FAILED \]|\[ quant|\[ parity" "$keep/tests.log" | head -70
 for b in "$new" "$old"; do echo "== cuda_skinny_quant_bench ($b)"; timeout 100 "$b/cuda_skinny_quant_bench" --quick 2>&1 | tail -16; done
-for q in q4 q8 fp8; do echo "27b $q after: $(bench "$new" 27b $q 512 32)"; echo "27b $q before: $(bench "$old" 27b $q 512 32)"; done
+for q in q4 q8 fp8; do
+  for b in ${BATCHES:-1}; do echo "27b $q b$b after: $(bench "$new" 27b $q 512 32 $b)"; echo "27b $q b$b before: $(bench "$old" 27b $q 512 32 $b)"; done
+  echo "27b $q 64-token prompt after: $(bench "$new" 27b $q 64 4)"; echo "27b $q 64-token prompt before: $(bench "$old" 27b $q 64 4)"
+done
+[ "${ROWS_ONLY:-0}" = 1 ] && exit 0
 echo "27b q4 8k after: $(bench "$new" 27b q4 8192 4)"
 echo "27b bf16 8k: $(bench "$new" 27b "" 8192 4)"
 echo "35b-a3b q4 after: $(bench "$new" 35b-a3b q4 512 32)"

@@ -1,7 +1,7 @@
 // Case 9: the quantized decode kernels (backend/cuda/quant/skinny_quant_gemm and the packed MoE
 // experts, moe/moe_decode_packed, emulated) against double references over the exact values
-// quant_decode.cuh gives each field: every format and piece size, 1 to 8 activation rows, a row
-// alone vs among 8 bit for bit, an accumulated second weight; then packed experts in decode and,
+// quant_decode.cuh gives each field: every format and piece size, 1 to 64 activation rows, a row
+// alone or among 3, 8 or 40 vs among 64 bit for bit, an accumulated second weight; then packed experts in decode and,
 // widened by moe_dequantize, in the grouped window path.
 #include <cmath>
 #include <cstdio>
@@ -72,16 +72,18 @@ Packed make(QuantKind kind, int64_t rows, int64_t cols, int group, std::mt19937&
   return p;
 }
 
-// A and b (rows of k columns, b accumulated onto a ramp) against double references, n = 8, 1, 3
-// activation rows; n = 1 and 3 bit for bit as among 8.
+// A and b (rows of k columns, b accumulated onto a ramp) against double references, n = 64, 1, 3,
+// 8, 12, 40 activation rows (above 8: launches of several n-tiles, the rows kernel 8 at a time);
+// every row bit for bit as among 64.
 int check_products(const char* name, const Packed& a, const Packed& b, std::mt19937& rng) {
   const int64_t rows = a.m.rows, rows2 = b.m.rows, k = a.m.cols, ldx = k + 8;
-  const auto x = random_bf16(static_cast<std::size_t>(8 * ldx), rng);
+  constexpr int64_t kMost = 64;
+  const auto x = random_bf16(static_cast<std::size_t>(kMost * ldx), rng);
   const int64_t ldy = rows + rows2 + 3;
   int failures = 0;
   std::vector<float> all;
-  for (int64_t n : {8, 1, 3}) {
-    std::vector<float> y(static_cast<std::size_t>(8 * ldy), 0.0f);
+  for (int64_t n : {kMost, int64_t{1}, int64_t{3}, int64_t{8}, int64_t{12}, int64_t{40}}) {
+    std::vector<float> y(static_cast<std::size_t>(kMost * ldy), 0.0f);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t r = 0; r < rows2; ++r) y[static_cast<std::size_t>(i * ldy + rows + r)] = 0.25f * static_cast<float>(r);  // accumulated onto
     const QuantSegment segs[2] = {{a.m, y.data(), ldy, false}, {b.m, y.data() + rows, ldy, true}};
@@ -100,15 +102,15 @@ int check_products(const char* name, const Packed& a, const Packed& b, std::mt19
       }
     const double err = rel_l2(got, ref);
     bool same = true;
-    if (n == 8) all = y;
+    if (n == kMost) all = y;
     else
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows + rows2; ++r) same &= y[static_cast<std::size_t>(i * ldy + r)] == all[static_cast<std::size_t>(i * ldy + r)];
     const bool ok = err <= 1e-6 && same;
     std::printf("  %-28s n=%lld rel_l2 %.2e vs double%s  %s\n", name, static_cast<long long>(n), err,
-                n == 8 ? ""
-                : same ? ", same bits as among 8"
-                       : ", DIFFERENT bits",
+                n == kMost ? ""
+                : same     ? ", same bits as among 64"
+                           : ", DIFFERENT bits",
                 ok ? "ok" : "FAIL");
     failures += !ok;
   }

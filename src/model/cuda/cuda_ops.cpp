@@ -145,9 +145,10 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
     xb = conv;
   }
   const int64_t ldx = x.type == ActType::BF16 ? x.ld : k;
-  // Quantized weights (any mix with bf16 ones, as mixed recipes make) run apart: decode rows
-  // through the quantized weight-streaming launch, prompt rows dequantized into bf16 a slice of
-  // rows at a time for cuBLAS.
+  // Quantized weights (any mix with bf16 ones, as mixed recipes make) run apart: up to 64 rows
+  // (decode batches, short windows) through the quantized weight-streaming launches, which read
+  // the packed weights once per 32 rows; longer windows dequantized into bf16 a slice of rows at a
+  // time for cuBLAS (writing and reading back bf16 weights costs ~9x the packed 4-bit bytes).
   std::vector<cuda::QuantSegment> quant;
   std::vector<Target> dense;
   for (const auto& t : targets) {
@@ -156,12 +157,12 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
   }
   // (Deterministic mode: the head over a window step's last rows goes row by row too.)
   const bool invariant = row_invariant() || (c_.deterministic && n != c_.layout.total_rows);
-  if (!quant.empty() && (n <= kDecodeRows || invariant)) {
+  if (!quant.empty() && (n <= cuda::kSkinnyQuantMaxRows || invariant)) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, part_name(part), c_.stream, kSkinnyQuant);
-    for (int64_t r0 = 0; r0 < n; r0 += kDecodeRows) {
+    for (int64_t r0 = 0; r0 < n; r0 += cuda::kSkinnyQuantMaxRows) {
       std::vector<cuda::QuantSegment> rows = quant;
       for (auto& q : rows) q.y += r0 * q.ldy;
-      cuda::skinny_quant_gemm(xb + r0 * ldx, std::min(kDecodeRows, n - r0), k, ldx, rows, c_.stream);
+      cuda::skinny_quant_gemm(xb + r0 * ldx, std::min(cuda::kSkinnyQuantMaxRows, n - r0), k, ldx, rows, c_.stream);
     }
   } else if (!quant.empty()) {
     if (!c_.cublas) c_.cublas = std::make_unique<cuda::CublasGemm>();
@@ -175,7 +176,9 @@ void CudaOps::product(Part part, const Act& x, const std::vector<Target>& target
       for (int64_t r0 = 0; r0 < q.w.rows; r0 += slice) {
         const int64_t rows = std::min(slice, q.w.rows - r0);
         cuda::dequantize_rows(q.w, r0, rows, wb, c_.stream);
-        for_row_ranges(n, [&](int64_t b, int64_t m) { c_.cublas->gemm(xb + b * ldx, m, k, ldx, wb, rows, q.y + b * q.ldy + r0, q.ldy, q.accumulate, c_.stream); });
+        for_row_ranges(n, [&](int64_t b, int64_t m) {
+          c_.cublas->gemm(xb + b * ldx, m, k, ldx, wb, rows, q.y + b * q.ldy + r0, q.ldy, q.accumulate, c_.stream);
+        });
       }
     }
   }
@@ -549,7 +552,8 @@ Act CudaOps::given_hidden() {
     const StepSequence& s = c_.step.sequences[i];
     const auto& sp = c_.layout.spans[i];
     if (s.hidden_in.size() != static_cast<std::size_t>(sp.rows * H)) fail("internal: an MTP step without its hidden rows");
-    QWENRT_CUDA_CHECK(cudaMemcpyAsync(h + sp.first_row * H, s.hidden_in.data(), s.hidden_in.size() * sizeof(float), cudaMemcpyHostToDevice, c_.stream));
+    QWENRT_CUDA_CHECK(
+        cudaMemcpyAsync(h + sp.first_row * H, s.hidden_in.data(), s.hidden_in.size() * sizeof(float), cudaMemcpyHostToDevice, c_.stream));
   }
   return {h, ActType::F32, T, H, H};
 }

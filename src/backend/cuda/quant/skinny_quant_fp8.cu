@@ -1,8 +1,9 @@
 // Decode-shaped products over block-FP8 weights on the tensor cores (skinny_quant_gemm.h): 16-row
 // tiles, the K split among a block's 8 warps, the next pieces in flight; each e4m3 byte made an
 // exact bf16 value by bit moves (quant_decode.cuh fp8_pair_*, times 2^120), m16n8k16 products with
-// f32 sums, each tile column's sums scaled once. No weight is rounded; a row's result is the same
-// bits alone or among 8.
+// f32 sums, each tile column's sums scaled once; more than 8 rows as NT n-tiles of 8 (up to 32 rows
+// a launch), each weight pair made once per step for all of them. No weight is rounded; a row's
+// result is the same bits alone, among 8 or among 32.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -18,7 +19,6 @@
 namespace qwenrt::cuda {
 namespace {
 
-using tile_blocks::kRedBytes;
 using tile_blocks::kThreads;
 using tile_blocks::kTileRows;
 using tile_blocks::kWarps;
@@ -27,8 +27,9 @@ using tile_blocks::kWarps;
 // g + 8 of the tile; the four lanes t = 0..3 read neighbouring pieces, a "chunk" of kChunk columns
 // that lies inside one FP8 tile column, so one scale finishes the chunk's sums (piece_bytes()).
 // Deep: 32 (PB 16) or 16 bytes of each row in flight a lane at two blocks a multiprocessor; else
-// half as many at four blocks (launch()).
-template <int PB, bool Deep>
+// half as many at four blocks (launch()); several n-tiles (NT > 1) keep the shallow form's pieces in
+// flight at two blocks (their sums take the registers).
+template <int PB, bool Deep, int NT = 1>
 struct Layout {
   static constexpr int kWords = PB / 4;                               // 32-bit words of a piece
   static constexpr int kElems = PB;                                   // columns of a piece
@@ -36,7 +37,7 @@ struct Layout {
   static constexpr int kChunk = 4 * kElems;                           // columns of the four lanes' pieces
   static constexpr int kXWords = kElems / 2;                          // bf16 pairs of activations per piece
   static constexpr int kGroup = (PB == 16 ? 2 : 4) / (Deep ? 1 : 2);  // pieces a lane keeps in flight
-  static constexpr int kMinBlocks = Deep ? 2 : 4;
+  static constexpr int kMinBlocks = Deep || NT > 1 ? 2 : 4;
 };
 
 // PB bytes that are read once (load_stream16's policy: not kept in L1, evicted first from L2).
@@ -75,16 +76,17 @@ __device__ __forceinline__ void b_pairs(const uint32_t* x, int s, uint32_t& b0, 
 }
 
 // Block = one 16-row tile of one segment; warp w takes chunks w, w + 8, ... of the row. Per piece,
-// lane (g, t) multiplies its fields against activation row g (batch column g of B; zero past n)
-// into f32 sums c (rows g, g + 8 × batch columns 2t, 2t + 1), then scales the chunk: y += s · c.
-// A batch column's sums never see another column's activations and every sum is taken in a fixed
-// order (steps, chunks, then the warps in order): a row's result is the same bits alone or among 8.
-template <int PB, bool Deep>
-__global__ void __launch_bounds__(kThreads, Layout<PB, Deep>::kMinBlocks)
+// lane (g, t) multiplies its fields against activation row 8j + g of each n-tile j (batch column g
+// of B; zero past n) into f32 sums c[j] (rows g, g + 8 × batch columns 2t, 2t + 1), then scales
+// the chunk: y[j] += s · c[j]. A batch column's sums never see another column's activations and
+// every sum is taken in a fixed order (steps, chunks, then the warps in order), the same for every
+// NT: a row's result is the same bits alone or among 32.
+template <int PB, bool Deep, int NT>
+__global__ void __launch_bounds__(kThreads, Layout<PB, Deep, NT>::kMinBlocks)
     skinny_fp8_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, tile_blocks::Segments segs) {
-  using L = Layout<PB, Deep>;
+  using L = Layout<PB, Deep, NT>;
   extern __shared__ float4 smem_raw[];
-  float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][e][lane] (kRedBytes)
+  float* red = reinterpret_cast<float*>(smem_raw);  // the warps' sums: [warp][j][e][lane] (kRedBytes<NT>)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const auto [seg, wtile] = tile_blocks::place_of(segs);
   const QuantMatrix& m = seg.w;
@@ -127,9 +129,7 @@ __global__ void __launch_bounds__(kThreads, Layout<PB, Deep>::kMinBlocks)
   load_group(0);  // weights never change: in flight before the wait on the kernel ahead
   chained_kernel_start();
 
-  const __nv_bfloat16* xrow = x + g * ldx;
-  const bool has_row = g < n;
-  float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float y[NT][4] = {};
   for (int i0 = 0; i0 < warp_steps; i0 += L::kGroup) {
     uint32_t cur_g[L::kGroup][L::kWords], cur_h[L::kGroup][L::kWords];
     float sg[L::kGroup], sh[L::kGroup];
@@ -143,54 +143,78 @@ __global__ void __launch_bounds__(kThreads, Layout<PB, Deep>::kMinBlocks)
 #pragma unroll
     for (int u = 0; u < L::kGroup; ++u) {
       const int64_t c0 = i0 + u < warp_steps ? piece_col(i0 + u) : -1;
-      // The piece's activations (row g; zeros past n or past the row).
-      uint32_t xv[L::kXWords];
-      if (has_row && c0 >= 0) {
-        const __nv_bfloat16* xp = xrow + c0;
-        if constexpr (L::kXWords >= 4) {
+      // The piece's activations of each n-tile (row 8j + g; zeros past n or past the row).
+      uint32_t xv[NT][L::kXWords];
 #pragma unroll
-          for (int j = 0; j < L::kXWords / 4; ++j) {
-            const uint4 v = __ldg(reinterpret_cast<const uint4*>(xp) + j);
-            xv[4 * j] = v.x, xv[4 * j + 1] = v.y, xv[4 * j + 2] = v.z, xv[4 * j + 3] = v.w;
+      for (int j = 0; j < NT; ++j) {
+        if (8 * j + g < n && c0 >= 0) {
+          const __nv_bfloat16* xp = x + (8 * j + g) * ldx + c0;
+          if constexpr (L::kXWords >= 4) {
+#pragma unroll
+            for (int w = 0; w < L::kXWords / 4; ++w) {
+              const uint4 v = __ldg(reinterpret_cast<const uint4*>(xp) + w);
+              xv[j][4 * w] = v.x, xv[j][4 * w + 1] = v.y, xv[j][4 * w + 2] = v.z, xv[j][4 * w + 3] = v.w;
+            }
+          } else {
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(xp));
+            xv[j][0] = v.x, xv[j][1] = v.y;
           }
         } else {
-          const uint2 v = __ldg(reinterpret_cast<const uint2*>(xp));
-          xv[0] = v.x, xv[1] = v.y;
-        }
-      } else {
 #pragma unroll
-        for (int j = 0; j < L::kXWords; ++j) xv[j] = 0;
+          for (int w = 0; w < L::kXWords; ++w) xv[j][w] = 0;
+        }
       }
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float c[NT][4] = {};
 #pragma unroll
       for (int s = 0; s < L::kSteps; ++s) {
-        uint32_t b0, b1, g_lo, g_hi, h_lo, h_hi;
-        b_pairs(xv, s, b0, b1);
+        uint32_t g_lo, g_hi, h_lo, h_hi;
         step_pairs<PB>(cur_g[u], s, g_lo, g_hi);
         step_pairs<PB>(cur_h[u], s, h_lo, h_hi);
-        mma_bf16_16816(c, g_lo, h_lo, g_hi, h_hi, b0, b1);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          uint32_t b0, b1;
+          b_pairs(xv[j], s, b0, b1);
+          mma_bf16_16816(c[j], g_lo, h_lo, g_hi, h_hi, b0, b1);
+        }
       }
-      y[0] = __fmaf_rn(sg[u], c[0], y[0]);
-      y[1] = __fmaf_rn(sg[u], c[1], y[1]);
-      y[2] = __fmaf_rn(sh[u], c[2], y[2]);
-      y[3] = __fmaf_rn(sh[u], c[3], y[3]);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        y[j][0] = __fmaf_rn(sg[u], c[j][0], y[j][0]);
+        y[j][1] = __fmaf_rn(sg[u], c[j][1], y[j][1]);
+        y[j][2] = __fmaf_rn(sh[u], c[j][2], y[j][2]);
+        y[j][3] = __fmaf_rn(sh[u], c[j][3], y[j][3]);
+      }
     }
   }
 
-  tile_blocks::finish(y, red, seg, row0, n);
+  tile_blocks::finish<NT>(y, red, seg, row0, n);
 }
 
 // The deep form where the launch's blocks all fit the GPU at once, else the shallow one (more blocks
 // resident: a launch of several waves, or one a little past what two blocks a multiprocessor hold,
 // such as 27B's ffn down of 320 tiles on 132 multiprocessors, leaves a short last wave otherwise).
-// The sums are the same in both, bit for bit.
+// The sums are the same in both, bit for bit. More rows: two n-tiles (9-16 rows) or four, the
+// shallow form.
 template <int PB>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
   const int64_t tiles = segs.first_tile[segs.count];
   const dim3 grid(static_cast<unsigned>(tiles));
-  const bool fits = tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true>));
-  const auto kernel = fits ? skinny_fp8_kernel<PB, true> : skinny_fp8_kernel<PB, false>;
-  launch_chained(kernel, grid, dim3(kThreads), kRedBytes, stream, x, n, ldx, segs);
+  if (n > 8 && n <= 16) {
+    const auto kernel = skinny_fp8_kernel<PB, false, 2>;
+    const int smem = tile_blocks::kRedBytes<2>;
+    launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
+    return;
+  }
+  if (n > 8) {
+    const auto kernel = skinny_fp8_kernel<PB, false, 4>;
+    const int smem = tile_blocks::kRedBytes<4>;
+    launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
+    return;
+  }
+  const int smem = tile_blocks::kRedBytes<1>;
+  const bool fits = tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true, 1>), smem);
+  const auto kernel = fits ? skinny_fp8_kernel<PB, true, 1> : skinny_fp8_kernel<PB, false, 1>;
+  launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
 }
 
 }  // namespace

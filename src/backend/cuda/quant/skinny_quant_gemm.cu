@@ -1,6 +1,9 @@
 // Decode-shaped products over quantized weights (skinny_quant_gemm.h): the checks, then each run of
 // neighbouring weights that one kernel variant takes in one launch (a checkpoint's q/k/v or gate/up
 // share their format, so this is one launch).
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 #include "backend/cuda/quant/skinny_quant_kernels.h"
 #include "core/error.h"
@@ -35,11 +38,18 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     const Kernel which = kernel_of(segments[i].w);
     std::size_t end = i + 1;
     while (end < segments.size() && kernel_of(segments[end].w) == which) ++end;
-    const auto run = segments.subspan(i, end - i);
-    switch (which.kind) {
-      case Kernel::AffineRows: skinny_quant_affine(x, n, ldx, run, stream); break;
-      case Kernel::AffineTiles: skinny_quant_affine_tiles(x, n, ldx, run, stream); break;
-      case Kernel::Fp8: skinny_quant_fp8(x, n, ldx, run, stream); break;
+    // Launches of as many rows as the kernel takes; each row's sums are the same in any of them.
+    const int64_t per_launch = which.kind == Kernel::AffineRows ? kSkinnyQuantRowsKernelRows : kSkinnyQuantLaunchRows;
+    for (int64_t r0 = 0; r0 < n; r0 += per_launch) {
+      std::vector<QuantSegment> run(segments.begin() + static_cast<std::ptrdiff_t>(i), segments.begin() + static_cast<std::ptrdiff_t>(end));
+      for (QuantSegment& s : run) s.y += r0 * s.ldy;
+      const __nv_bfloat16* xr = x + r0 * ldx;
+      const int64_t rows = std::min(per_launch, n - r0);
+      switch (which.kind) {
+        case Kernel::AffineRows: skinny_quant_affine(xr, rows, ldx, run, stream); break;
+        case Kernel::AffineTiles: skinny_quant_affine_tiles(xr, rows, ldx, run, stream); break;
+        case Kernel::Fp8: skinny_quant_fp8(xr, rows, ldx, run, stream); break;
+      }
     }
     i = end;
   }

@@ -1,6 +1,7 @@
 #pragma once
-// Decode-shaped products y = x · Wᵀ over quantized weights (quant_matrix.h) for 1..8 activation
-// rows: each weight row is streamed once per call for all rows and decoded in registers, f32 sums;
+// Decode-shaped products y = x · Wᵀ over quantized weights (quant_matrix.h) for 1..64 activation
+// rows: each weight row is streamed once per launch for up to 32 rows (the tiled and FP8 kernels;
+// 8 for weights in rows) and decoded in registers, f32 sums;
 // several weights sharing k in one launch (segments), each output written or added to (a fused
 // residual add).
 //   MLX affine in tensor-core tiles (QuantMatrix::tiled, the uploader's layout for 4-bit and 8-bit
@@ -13,7 +14,7 @@
 // No weight is rounded.
 //
 // Batch-invariant and deterministic: a batch row's sums never see another row's activations, and
-// every sum is taken in a fixed order, so a row's result is the same bit for bit alone or among 8.
+// every sum is taken in a fixed order, so a row's result is the same bit for bit alone or among 64.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -24,7 +25,9 @@
 
 namespace qwenrt::cuda {
 
-constexpr int64_t kSkinnyQuantMaxRows = 8;
+constexpr int64_t kSkinnyQuantMaxRows = 64;
+constexpr int64_t kSkinnyQuantLaunchRows = 32;     // rows a tiled or FP8 launch takes (four n-tiles)
+constexpr int64_t kSkinnyQuantRowsKernelRows = 8;  // rows a launch over weights in rows takes
 constexpr int kSkinnyQuantMaxSegments = 4;
 
 // One quantized weight and where its products go: y[b · ldy + r] (+)= x_b · W[r].
@@ -35,7 +38,7 @@ struct QuantSegment {
   bool accumulate = false;
 };
 
-// x: [n, k] bf16 with row stride ldx; 1 <= n <= 8; k and ldx multiples of 8, x 16-byte aligned;
+// x: [n, k] bf16 with row stride ldx; 1 <= n <= 64; k and ldx multiples of 8, x 16-byte aligned;
 // every weight has cols == k. Error on bad shapes.
 void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream);
 

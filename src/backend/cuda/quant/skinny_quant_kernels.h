@@ -2,7 +2,8 @@
 // The kernels behind skinny_quant_gemm (skinny_quant_gemm.cu splits a launch's weights into runs of
 // one format): MLX affine weights in rows a warp per row (skinny_quant_affine.cu), affine weights in
 // tensor-core tiles on the tensor cores (skinny_quant_affine_tiles.cu), block FP8 weights on the
-// tensor cores (skinny_quant_fp8.cu). Weights already checked; 1 <= n <= 8; up to
+// tensor cores (skinny_quant_fp8.cu). Weights already checked; 1 <= n <= 8 for the rows kernel,
+// 1 <= n <= 32 for the others; up to
 // kSkinnyQuantMaxSegments weights a call.
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 

@@ -1,6 +1,6 @@
 // The quantized CUDA kernels on random packed weights made by the engine's uploader: decode
 // products (skinny_quant_gemm) against the CPU's product over the same packed weights and the same
-// bf16-rounded activations, and bit for bit alone vs among 8 rows; the prompt path's dequantized
+// bf16-rounded activations, and bit for bit alone vs among 64 rows; the prompt path's dequantized
 // bf16 rows and the embedding lookup against the decoding the CPU test checks (quant_decode_test).
 #include "backend/cuda/quant/skinny_quant_gemm.h"
 
@@ -116,7 +116,7 @@ TEST(SkinnyQuantGemm, MatchesTheCpuProductOverTheSamePackedWeights) {
     auto b = f.make(8, k, rng);
     const auto da = test::upload(a.w, f.tiled), db = test::upload(b.w, f.tiled);
     ASSERT_EQ(a.w.bound.tiled, f.tiled) << f.name;
-    for (int64_t n : {1, 3, 8}) {
+    for (int64_t n : {1, 3, 8, 12, 33, 64}) {  // above 8: launches of several n-tiles (the rows kernel: 8 rows at a time)
       const Activations x = activations(n, ldx, rng);
       std::vector<int64_t> at;
       int64_t ldy = 0;
@@ -154,29 +154,34 @@ TEST(SkinnyQuantGemm, MatchesTheCpuProductOverTheSamePackedWeights) {
   }
 }
 
-TEST(SkinnyQuantGemm, ARowsResultIsTheSameAloneAndAmongEight) {
+// Up to 8 rows run one n-tile a launch, more run four (32 rows a launch): a row's sums are the same
+// bits every way.
+TEST(SkinnyQuantGemm, ARowsResultIsTheSameAloneAndAmongSixtyFour) {
   QWENRT_REQUIRE_GPU();
   for (const Format& f : formats()) {
     std::mt19937 rng(22);
-    const int64_t k = 2048, ldx = 2048;
+    const int64_t k = 2048, ldx = 2048, most = cuda::kSkinnyQuantMaxRows;
     auto a = f.make(96, k, rng);
     const auto da = test::upload(a.w, f.tiled);
-    const Activations x = activations(8, ldx, rng);
+    const Activations x = activations(most, ldx, rng);
     std::vector<int64_t> at;
     int64_t ldy = 0;
-    const auto all = gpu_product(x, 8, k, ldx, {&a.w}, at, ldy);
-    for (int64_t b = 0; b < 8; ++b) {
+    const auto all = gpu_product(x, most, k, ldx, {&a.w}, at, ldy);
+    for (int64_t b = 0; b < most; ++b) {
       const auto alone = gpu_product(x, 1, k, ldx, {&a.w}, at, ldy, nullptr, b);
       for (int64_t r = 0; r < a.w.rows; ++r)
         ASSERT_EQ(std::memcmp(&alone[static_cast<std::size_t>(r)], &all[static_cast<std::size_t>(b * ldy + r)], 4), 0)
             << f.name << " row " << b << " weight row " << r << ": " << alone[static_cast<std::size_t>(r)] << " alone vs "
-            << all[static_cast<std::size_t>(b * ldy + r)] << " among 8";
+            << all[static_cast<std::size_t>(b * ldy + r)] << " among " << most;
     }
-    // Three rows starting at row 5: the same bits again.
-    const auto three = gpu_product(x, 3, k, ldx, {&a.w}, at, ldy, nullptr, 5);
-    for (int64_t b = 0; b < 3; ++b)
-      for (int64_t r = 0; r < a.w.rows; ++r)
-        ASSERT_EQ(std::memcmp(&three[static_cast<std::size_t>(b * ldy + r)], &all[static_cast<std::size_t>((b + 5) * ldy + r)], 4), 0) << f.name;
+    // 3 rows from row 5, 8 from row 50, 12 from row 20, 19 from row 40, 40 from row 3: the same bits again.
+    for (const auto& [n, b0] : {std::pair<int64_t, int64_t>{3, 5}, {8, 50}, {12, 20}, {19, 40}, {40, 3}}) {
+      const auto some = gpu_product(x, n, k, ldx, {&a.w}, at, ldy, nullptr, b0);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t r = 0; r < a.w.rows; ++r)
+          ASSERT_EQ(std::memcmp(&some[static_cast<std::size_t>(b * ldy + r)], &all[static_cast<std::size_t>((b + b0) * ldy + r)], 4), 0)
+              << f.name << ": row " << b0 + b << " among " << n;
+    }
   }
 }
 
