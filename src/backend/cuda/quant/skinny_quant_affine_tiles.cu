@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -61,8 +60,8 @@ __device__ __forceinline__ EntryBits<ST> load_entry(const EntryBits<ST>* p) {
 // are the same at every depth, bit for bit. Several n-tiles (NT > 1: 48 sums a lane for four) run
 // the shallowest depth (kNTilesDepth) at two blocks, or one where 128 registers would spill (8-bit
 // groups of 128, whose chunks are two units).
-template <int Bits, QuantScale ST, int G, int U, int NT, bool XP = false>
-inline constexpr int kMinBlocks = NT > 1 ? (Bits == 8 && G == 128 || (XP && NT > 2) ? 1 : 2)
+template <int Bits, QuantScale ST, int G, int U, int NT>
+inline constexpr int kMinBlocks = NT > 1 ? (Bits == 8 && G == 128 ? 1 : 2)
                                          : std::max(2, 6 - U * at::planes(Bits) - (G == 32 ? 1 : 0) - (ST == QuantScale::F32 ? 1 : 0));
 template <int G>
 inline constexpr int kNTilesDepth = G == 128 ? 2 : 1;
@@ -114,8 +113,8 @@ __device__ __forceinline__ void fold(float (&y)[4], const float (&c)[4], const f
 // being whole units and whole groups (one unit for groups of 32 and 64, two for 128). A lane loads
 // a batch of U units and their groups' table entries at once, the next batch while it multiplies
 // this one; per step and n-tile one product for C (8-bit: one per plane) and one with ones for X.
-template <int Bits, QuantScale ST, int G, int U, int NT, bool XP>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT, XP>)
+template <int Bits, QuantScale ST, int G, int U, int NT>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT>)
     skinny_affine_tiles_kernel(const __nv_bfloat16* __restrict__ x, int n, int64_t ldx, TileSegments segs) {
   constexpr int kPlanes = at::planes(Bits), kUnitBytes = at::unit_bytes(Bits);
   constexpr int kUnitsPerChunk = G > at::kUnitCols ? G / at::kUnitCols : 1;
@@ -165,23 +164,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT, XP>)
   const __nv_bfloat16* xrow[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) xrow[j] = x + static_cast<int64_t>(8 * j + g < n ? 8 * j + g : n - 1) * ldx + 4 * t;
-  auto load_x = [&](int i, int u, uint2(&to)[4][NT]) {
-    const int unit = i < warp_chunks ? (warp + i * kWarps) * kUnitsPerChunk + u : 0;
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) to[s][j] = load_shared8_now(xrow[j] + static_cast<int64_t>(unit) * at::kUnitCols + 16 * s);
-  };
-  auto load_batch_x = [&](int b, uint2(&to)[U][4][NT]) {
-#pragma unroll
-    for (int ci = 0; ci < kChunksPerBatch; ++ci)
-#pragma unroll
-      for (int u = 0; u < kUnitsPerChunk; ++u) load_x(b * kChunksPerBatch + ci, u, to[ci * kUnitsPerChunk + u]);
-  };
-  // XP: the next batch's activations in flight with its weights.
-  uint2 next_xv[XP ? U : 1][4][NT];
-  if constexpr (XP)
-    if (batches > 0) load_batch_x(0, next_xv);
   float y[NT][4] = {};
   for (int b = 0; b < batches; ++b) {
     uint4 cur_w[U][kPlanes];
@@ -196,19 +178,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT, XP>)
     // The batch's activations, all loads issued before the products: one round trip a batch, not
     // one a chunk (a chunk past the row reads the row's first unit and is not multiplied). Several
     // n-tiles load theirs a unit at a time instead (their registers).
-    constexpr bool kBatchX = NT == 1 || XP;
-    constexpr int kXUnits = kBatchX ? U : 1;
+    constexpr int kXUnits = NT == 1 ? U : 1;
     uint2 xv[kXUnits][4][NT];
-    if constexpr (XP) {
+    auto load_x = [&](int i, int u, uint2(&to)[4][NT]) {
+      const int unit = i < warp_chunks ? (warp + i * kWarps) * kUnitsPerChunk + u : 0;
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+      for (int s = 0; s < 4; ++s)
 #pragma unroll
-        for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < NT; ++j) to[s][j] = load_shared8_now(xrow[j] + static_cast<int64_t>(unit) * at::kUnitCols + 16 * s);
+    };
+    if constexpr (NT == 1) {
 #pragma unroll
-          for (int j = 0; j < NT; ++j) xv[u][s][j] = next_xv[u][s][j];
-      if (b + 1 < batches) load_batch_x(b + 1, next_xv);
-    } else if constexpr (NT == 1) {
-      load_batch_x(b, xv);
+      for (int ci = 0; ci < kChunksPerBatch; ++ci)
+#pragma unroll
+        for (int u = 0; u < kUnitsPerChunk; ++u) load_x(b * kChunksPerBatch + ci, u, xv[ci * kUnitsPerChunk + u]);
     }
 #pragma unroll
     for (int ci = 0; ci < kChunksPerBatch; ++ci) {
@@ -217,8 +200,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT, XP>)
 #pragma unroll
       for (int u = 0; u < kUnitsPerChunk; ++u) {
         const int unit = ci * kUnitsPerChunk + u;
-        if constexpr (!kBatchX) load_x(b * kChunksPerBatch + ci, u, xv[0]);
-        const uint2(&xu)[4][NT] = xv[kBatchX ? unit : 0];
+        if constexpr (NT > 1) load_x(b * kChunksPerBatch + ci, u, xv[0]);
+        const uint2(&xu)[4][NT] = xv[NT == 1 ? unit : 0];
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           const int step = 4 * u + s;
@@ -250,9 +233,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Bits, ST, G, U, NT, XP>)
 }
 
 // Launches depth U unless `only_if_resident` and the launch's blocks do not all fit the GPU at once.
-template <int Bits, QuantScale ST, int G, int U, int NT = 1, bool XP = false>
+template <int Bits, QuantScale ST, int G, int U, int NT = 1>
 bool launch_depth(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream, bool only_if_resident) {
-  const auto kernel = skinny_affine_tiles_kernel<Bits, ST, G, U, NT, XP>;
+  const auto kernel = skinny_affine_tiles_kernel<Bits, ST, G, U, NT>;
   const int64_t tiles = segs.first_tile[segs.count];
   if (only_if_resident && tiles > tile_blocks::resident_blocks(reinterpret_cast<const void*>(kernel), tile_blocks::kRedBytes<NT>)) return false;
   launch_chained(kernel, dim3(static_cast<unsigned>(tiles)), dim3(kThreads), tile_blocks::kRedBytes<NT>, stream, x, n, ldx, segs);
@@ -271,11 +254,7 @@ bool launch_depth(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments
 template <int Bits, QuantScale ST, int G>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream) {
   constexpr bool kDeep = ST != QuantScale::F32 || G != 32;
-  static const bool tmp_xp = std::getenv("QWENRT_TMP_XPF") && std::getenv("QWENRT_TMP_XPF")[0] == '1';
-  if (n > 8 && tmp_xp) {
-    if (n <= 16) launch_depth<Bits, ST, G, kNTilesDepth<G>, 2, true>(x, n, ldx, segs, stream, false);
-    else launch_depth<Bits, ST, G, kNTilesDepth<G>, 4, true>(x, n, ldx, segs, stream, false);
-  } else if (n > 8 && n <= 16) {
+  if (n > 8 && n <= 16) {
     launch_depth<Bits, ST, G, kNTilesDepth<G>, 2>(x, n, ldx, segs, stream, false);
   } else if (n > 8) {
     launch_depth<Bits, ST, G, kNTilesDepth<G>, 4>(x, n, ldx, segs, stream, false);

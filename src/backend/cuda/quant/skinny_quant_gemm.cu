@@ -2,7 +2,6 @@
 // neighbouring weights that one kernel variant takes in one launch (a checkpoint's q/k/v or gate/up
 // share their format, so this is one launch).
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "backend/cuda/quant/skinny_quant_gemm.h"
@@ -40,8 +39,7 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     std::size_t end = i + 1;
     while (end < segments.size() && kernel_of(segments[end].w) == which) ++end;
     // Launches of as many rows as the kernel takes; each row's sums are the same in any of them.
-    static const bool tmp_nt2all = std::getenv("QWENRT_TMP_NT2ALL") && std::getenv("QWENRT_TMP_NT2ALL")[0] == '1';
-    const int64_t per_launch = which.kind == Kernel::AffineRows ? kSkinnyQuantRowsKernelRows : tmp_nt2all ? 16 : kSkinnyQuantLaunchRows;
+    const int64_t per_launch = which.kind == Kernel::AffineRows ? kSkinnyQuantRowsKernelRows : kSkinnyQuantLaunchRows;
     for (int64_t r0 = 0; r0 < n; r0 += per_launch) {
       std::vector<QuantSegment> run(segments.begin() + static_cast<std::ptrdiff_t>(i), segments.begin() + static_cast<std::ptrdiff_t>(end));
       for (QuantSegment& s : run) s.y += r0 * s.ldy;
