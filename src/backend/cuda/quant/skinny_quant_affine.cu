@@ -89,6 +89,7 @@ void launch(const __nv_bfloat16* x, int64_t ldx, const QuantSegments& segs, cuda
 }  // namespace
 
 void skinny_quant_affine(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
+  if (n < 1 || n > kSkinnyQuantRowsKernelRows) fail("internal: ", n, " rows in one launch over weights in rows");
   QuantSegments segs{};
   int64_t rows = 0;
   for (const QuantSegment& s : segments) {

@@ -295,6 +295,7 @@ void launch_scales(QuantScale scale_type, int group_size, const __nv_bfloat16* x
 }  // namespace
 
 void skinny_quant_affine_tiles(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
+  if (n < 1 || n > kSkinnyQuantLaunchRows) fail("internal: ", n, " rows in one quantized launch");
   const QuantMatrix& first = segments[0].w;
   for (const QuantSegment& s : segments)
     if (!s.w.tiled || s.w.kind != first.kind || s.w.group_size != first.group_size || s.w.scale_type != first.scale_type)

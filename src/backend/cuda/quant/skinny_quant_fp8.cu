@@ -226,6 +226,7 @@ int skinny_fp8_piece_bytes(const QuantMatrix& m) {
 }
 
 void skinny_quant_fp8(const __nv_bfloat16* x, int64_t n, int64_t ldx, std::span<const QuantSegment> segments, cudaStream_t stream) {
+  if (n < 1 || n > kSkinnyQuantLaunchRows) fail("internal: ", n, " rows in one quantized launch");
   const int pb = skinny_fp8_piece_bytes(segments[0].w);
   for (const QuantSegment& s : segments)
     if (skinny_fp8_piece_bytes(s.w) != pb) fail("internal: FP8 weights of different piece sizes in one launch");
