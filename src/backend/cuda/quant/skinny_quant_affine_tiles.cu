@@ -9,8 +9,8 @@
 // tile, the K split among its 8 warps, the next units' loads in flight while the current ones are
 // multiplied, the warps' sums added in warp order (skinny_quant_fp8.cu's skeleton).
 //
-// More rows: NT n-tiles of 8 activation rows each (two or four: up to 32 rows a launch): each weight fragment
-// made once per step feeds NT products, so the weights stream once for all of them.
+// More rows: NT n-tiles of 8 activation rows each (two or four: up to 32 rows a launch); each
+// weight fragment made once per step feeds NT products, so the weights stream once for all of them.
 //
 // Batch-invariant: column g of n-tile j is activation row 8j + g (lanes past n read row n - 1 and
 // their columns are never stored), nothing mixes columns and every sum is taken in a fixed order,
@@ -97,9 +97,10 @@ __device__ __forceinline__ void a_fragments(uint32_t word, uint32_t (&a)[4]) {
   }
 }
 
-// One group folded into the lane's outputs y of an n-tile (rows g, g + 8 × batch columns 2t, 2t + 1): its sums
-// c = Σ q·x (8-bit: Σ (q - 128)·x) and xs = Σ x (the same for both rows), its scales and biases
-// sb = (s_g, b_g, s_g+8, b_g+8) (8-bit: each bias taken as b + 128·s, one rounding).
+// One group folded into the lane's outputs y of an n-tile (rows g, g + 8 × batch columns 2t,
+// 2t + 1): its sums c = Σ q·x (8-bit: Σ (q - 128)·x) and xs = Σ x (the same for both rows), its
+// scales and biases sb = (s_g, b_g, s_g+8, b_g+8) (8-bit: each bias taken as b + 128·s, one
+// rounding).
 template <int Bits>
 __device__ __forceinline__ void fold(float (&y)[4], const float (&c)[4], const float (&xs)[4], float4 sb) {
   if constexpr (Bits == 8) sb.y = __fmaf_rn(128.0f, sb.x, sb.y), sb.w = __fmaf_rn(128.0f, sb.z, sb.w);
