@@ -250,14 +250,14 @@ bool launch_depth(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments
 // unit being two: 4-bit units 4, 3, 2; 8-bit units 2, 1 (groups of 128, chunks of two units: 2
 // only). Depths that would spill registers are not compiled: 4-bit depth 3 only for 16-bit scales
 // in groups of 64, and f32 scales in groups of 32 run the shallowest depth only.
-// More rows at the shallowest depth: 9-16 as two n-tiles, 17-32 as four (27B q4 at 16 rows on an
-// H100: 1,203 tok/s with two, 879 with four: fewer sums, fewer registers).
+// More rows (tile_blocks::n_tiles) at the shallowest depth.
 template <int Bits, QuantScale ST, int G>
 void launch(const __nv_bfloat16* x, int n, int64_t ldx, const TileSegments& segs, cudaStream_t stream) {
   constexpr bool kDeep = ST != QuantScale::F32 || G != 32;
-  if (n > 8 && n <= 16) {
+  const int nt = tile_blocks::n_tiles(n);
+  if (nt == 2) {
     launch_depth<Bits, ST, G, kNTilesDepth<G>, 2>(x, n, ldx, segs, stream, false);
-  } else if (n > 8) {
+  } else if (nt == 4) {
     launch_depth<Bits, ST, G, kNTilesDepth<G>, 4>(x, n, ldx, segs, stream, false);
   } else if constexpr (Bits == 4) {
     if constexpr (kDeep) {

@@ -193,28 +193,26 @@ __global__ void __launch_bounds__(kThreads, Layout<PB, Deep, NT>::kMinBlocks)
 // The deep form where the launch's blocks all fit the GPU at once, else the shallow one (more blocks
 // resident: a launch of several waves, or one a little past what two blocks a multiprocessor hold,
 // such as 27B's ffn down of 320 tiles on 132 multiprocessors, leaves a short last wave otherwise).
-// The sums are the same in both, bit for bit. More rows: two n-tiles (9-16 rows) or four, the
-// shallow form.
-template <int PB>
-void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
+// The sums are the same in both, bit for bit. More rows (tile_blocks::n_tiles): the shallow form.
+template <int PB, int NT>
+void launch_tiles(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
   const int64_t tiles = segs.first_tile[segs.count];
   const dim3 grid(static_cast<unsigned>(tiles));
-  if (n > 8 && n <= 16) {
-    const auto kernel = skinny_fp8_kernel<PB, false, 2>;
-    const int smem = tile_blocks::kRedBytes<2>;
-    launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
-    return;
-  }
-  if (n > 8) {
-    const auto kernel = skinny_fp8_kernel<PB, false, 4>;
-    const int smem = tile_blocks::kRedBytes<4>;
-    launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
-    return;
-  }
-  const int smem = tile_blocks::kRedBytes<1>;
-  const bool fits = tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true, 1>), smem);
-  const auto kernel = fits ? skinny_fp8_kernel<PB, true, 1> : skinny_fp8_kernel<PB, false, 1>;
+  const int smem = tile_blocks::kRedBytes<NT>;
+  auto kernel = skinny_fp8_kernel<PB, false, NT>;
+  if constexpr (NT == 1)
+    if (tiles <= tile_blocks::resident_blocks(reinterpret_cast<const void*>(skinny_fp8_kernel<PB, true, 1>), smem))
+      kernel = skinny_fp8_kernel<PB, true, 1>;
   launch_chained(kernel, grid, dim3(kThreads), smem, stream, x, n, ldx, segs);
+}
+
+template <int PB>
+void launch(const __nv_bfloat16* x, int n, int64_t ldx, const tile_blocks::Segments& segs, cudaStream_t stream) {
+  switch (tile_blocks::n_tiles(n)) {
+    case 1: launch_tiles<PB, 1>(x, n, ldx, segs, stream); break;
+    case 2: launch_tiles<PB, 2>(x, n, ldx, segs, stream); break;
+    default: launch_tiles<PB, 4>(x, n, ldx, segs, stream); break;
+  }
 }
 
 }  // namespace

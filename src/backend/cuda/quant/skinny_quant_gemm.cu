@@ -40,9 +40,10 @@ void skinny_quant_gemm(const __nv_bfloat16* x, int64_t n, int64_t k, int64_t ldx
     while (end < segments.size() && kernel_of(segments[end].w) == which) ++end;
     // Launches of as many rows as the kernel takes; each row's sums are the same in any of them.
     const int64_t per_launch = which.kind == Kernel::AffineRows ? kSkinnyQuantRowsKernelRows : kSkinnyQuantLaunchRows;
+    std::vector<QuantSegment> run(segments.begin() + static_cast<std::ptrdiff_t>(i), segments.begin() + static_cast<std::ptrdiff_t>(end));
     for (int64_t r0 = 0; r0 < n; r0 += per_launch) {
-      std::vector<QuantSegment> run(segments.begin() + static_cast<std::ptrdiff_t>(i), segments.begin() + static_cast<std::ptrdiff_t>(end));
-      for (QuantSegment& s : run) s.y += r0 * s.ldy;
+      if (r0 > 0)
+        for (QuantSegment& s : run) s.y += per_launch * s.ldy;  // this launch's rows
       const __nv_bfloat16* xr = x + r0 * ldx;
       const int64_t rows = std::min(per_launch, n - r0);
       switch (which.kind) {

@@ -24,6 +24,10 @@ constexpr int kTileRows = 16;  // weight rows per block: one m16 tile
 template <int NT>
 constexpr int kRedBytes = kWarps* NT * 4 * 32 * sizeof(float);
 
+// N-tiles a launch of n rows (1 <= n <= 32) runs: 1 up to 8 rows, 2 up to 16, else 4 (27B q4 at 16
+// rows on an H100: 1,203 tok/s with two n-tiles, 879 with four: fewer sums, fewer registers).
+inline int n_tiles(int n) { return n <= 8 ? 1 : n <= 16 ? 2 : 4; }
+
 // A launch's weights and where each one's tiles start in the grid.
 struct Segments {
   QuantSegment seg[kSkinnyQuantMaxSegments];
