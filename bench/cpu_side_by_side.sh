@@ -6,7 +6,7 @@
 #   bench/cpu_side_by_side.sh LLAMA_BENCH MODEL.gguf QWENRT MODEL_DIR [REPS]
 # LLAMA_BENCH and the GGUF come from ../shared/peers/llamacpp/peer_llamacpp_cpu.sh (its .peer/ build
 # and checkpoint; `llama-quantize MODEL-bf16.gguf OUT.gguf Q4_0` for the 4-bit one); P, G, THREADS
-# override 64, 64, 2.
+# override 64, 64, 2; QWENRT_ARGS adds options to `qwenrt bench` (e.g. --int8-activations).
 set -euo pipefail
 llama=${1:?usage: cpu_side_by_side.sh LLAMA_BENCH MODEL.gguf QWENRT MODEL_DIR [REPS]}
 gguf=${2:?} qwenrt=${3:?} model=${4:?} reps=${5:-3}
@@ -14,7 +14,7 @@ P=${P:-64} G=${G:-64} THREADS=${THREADS:-2}
 out=$(mktemp -d)
 for r in $(seq 1 "$reps"); do
   "$llama" -m "$gguf" -p "$P" -n "$G" -t "$THREADS" -r 1 -o json > "$out/llama_$r.json" 2> /dev/null
-  "$qwenrt" bench --model "$model" --prompt-tokens "$P" --gen-tokens "$G" --threads "$THREADS" --json > "$out/qwenrt_$r.json" 2> /dev/null
+  "$qwenrt" bench --model "$model" --prompt-tokens "$P" --gen-tokens "$G" --threads "$THREADS" ${QWENRT_ARGS:-} --json > "$out/qwenrt_$r.json" 2> /dev/null
   echo "rep $r done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
 python3 - "$out" "$reps" "$P" "$G" <<'PY'

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/memory_bandwidth.h"
+#include "backend/cpu/mlx_affine_int8.h"
 #include "cli/bench_speculative.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -64,7 +65,7 @@ int run_bench(const Args& args) {
                "draft-tokens", "accept-rate"},
               {"json", "fixed-draft", kDeterministicFlag}, {{"-f", "file"}});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   const DeviceSpec device = device_option(opt);
   if (opt.has("speculative")) return run_bench_speculative(opt, device);
   for (const char* only : {"file", "segments", "repeats", "draft-tokens", "accept-rate"})
@@ -194,6 +195,7 @@ int run_bench(const Args& args) {
   j["model"] = source;
   j["threads"] = pool.size();
   j["isa"] = gpu ? "cuda" : cpu::matmul_isa();
+  j["int8_activations"] = cpu::int8_activations();
   j["device"] = model->device_description();
 #ifdef QWENRT_HAVE_CUDA
   if (gpu) j["gpu_memory_used_GB"] = static_cast<double>(cuda::device_memory_used()) / 1e9;
@@ -219,7 +221,8 @@ int run_bench(const Args& args) {
   if (opt.flag("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s, %d threads (%s), batch %lld%s\n", source.c_str(), pool.size(), cpu::matmul_isa(), static_cast<long long>(B),
+    std::printf("%s, %d threads (%s%s), batch %lld%s\n", source.c_str(), pool.size(), cpu::matmul_isa(),
+                cpu::int8_activations() ? ", int8 activations" : "", static_cast<long long>(B),
                 opt.flag(kDeterministicFlag) ? ", deterministic" : "");
     std::printf("prefill  %lld tokens: %.1f tok/s, %.1f TFLOP/s", static_cast<long long>(P), static_cast<double>(P) / prefill_s, prefill_TFLOPs);
     if (matmul_TFLOPs > 0)

@@ -51,7 +51,7 @@ int run_chat(const Args& args) {
   for (const auto& n : speculation_option_names()) valued.insert(n);
   Options opt("chat", valued, {"no-think", kDeterministicFlag}, {{"-m", "model"}, {"-n", "max-tokens"}});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   const bool interactive = isatty(0) && isatty(1);
   const DeviceSpec device = device_option(opt);
   SampledGenerationOptions gen;

@@ -38,7 +38,7 @@ int run_generate(const Args& args) {
   Options opt("generate", {"model", "tokens", "batch-file", "max-tokens", "temperature", "stop-ids", "prefill-chunk", "speculative", "draft-tokens"},
               {"json", kDeterministicFlag});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   if (opt.has("tokens") == opt.has("batch-file")) fail("generate: give exactly one of --tokens and --batch-file");
   if (opt.number_or("temperature", 0.0, 0.0, 1e6) != 0.0) fail("generate: only greedy decoding (--temperature 0) is available in this build");
   std::vector<std::vector<int32_t>> prompts =

@@ -53,7 +53,7 @@ int check_weights(const CheckpointDir& ckpt, bool json) {
 int run_info(const Args& args) {
   Options opt("info", {"model"}, {"json", "check"});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   device_option(opt);  // accepted everywhere; this command computes nothing on it
   const std::string dir = opt.str("model");
   CheckpointDir ckpt(dir);

@@ -10,7 +10,7 @@ namespace qwenrt::cli {
 int run_logits(const Args& args) {
   Options opt("logits", {"model", "tokens", "out", "prefill-chunk"}, {});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   const auto tokens = parse_id_list(opt.str("tokens"), "--tokens");
   const std::string out = opt.str("out");
   const DeviceSpec device = device_option(opt);

@@ -13,7 +13,7 @@ namespace qwenrt::cli {
 int run_perplexity(const Args& args) {
   Options opt("perplexity", {"model", "file", "ctx", "prefill-chunk"}, {"json"}, {{"-f", "file"}});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   const std::string dir = opt.str("model");
   const std::string text = read_input_file(opt.str("file"), "-f");
   require_utf8(text, "-f " + opt.str("file"));

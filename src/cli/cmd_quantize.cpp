@@ -17,7 +17,7 @@ namespace qwenrt::cli {
 int run_quantize(const Args& args) {
   Options opt("quantize", {"model", "out", "bits", "group-size", "recipe"}, {});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   MlxQuantizeOptions q;
   q.recipe = opt.str_or("recipe", "");
   // A recipe sets the low bits itself; --bits defaults to them (4 without a recipe).

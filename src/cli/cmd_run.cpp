@@ -23,7 +23,7 @@ int run_run(const Args& args) {
   Options opt("run", with_sampling({"model", "prompt", "file", "system", "max-tokens", "prefill-chunk"}), {"no-think", "json", kDeterministicFlag},
               {{"-p", "prompt"}, {"-f", "file"}, {"-m", "model"}, {"-n", "max-tokens"}});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   if (opt.has("prompt") == opt.has("file")) fail("run: give exactly one of -p TEXT and -f FILE");
   std::string prompt;
   if (opt.has("prompt")) {

@@ -99,7 +99,7 @@ int run_serve(const Args& args) {
                "request-timeout", "idle-timeout", "synthetic",     "speculative",    "draft-tokens", "spec-max-seqs", "mixed-steps"},
               {kDeterministicFlag}, {{"-m", "model"}});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   const DeviceSpec device = device_option(opt);
   if (opt.has("model") && opt.has("synthetic")) fail("serve: give --model or --synthetic, not both");
   const std::string synthetic = opt.str_or("synthetic", "");

@@ -17,7 +17,7 @@ namespace qwenrt::cli {
 int run_tokenize(const Args& args) {
   Options opt("tokenize", {"model"}, {"no-special"});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   device_option(opt);  // accepted everywhere; this command computes nothing on it
   const auto tok = text::Tokenizer::load(opt.str("model"));
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -31,7 +31,7 @@ int run_tokenize(const Args& args) {
 int run_template(const Args& args) {
   Options opt("template", {"model", "request", "template-name"}, {});
   opt.parse(args);
-  apply_threads(opt);
+  apply_process_options(opt);
   device_option(opt);  // accepted everywhere; this command computes nothing on it
   const std::string dir = opt.str("model");
   // Ordered: key order reaches the template (tojson keeps insertion order, as Python does).

@@ -22,11 +22,14 @@ int run_serve(const Args& args);
 int run_quantize(const Args& args);
 int run_perplexity(const Args& args);
 
-// Applies --threads (default: all hardware threads) to the global pool.
+// Applies the options every command takes: --threads (default: all hardware threads) to the
+// global pool, --int8-activations to the CPU's quantized products (backend/cpu/mlx_affine_int8.h).
 class Options;
-void apply_threads(const Options& options);
+inline const char* kInt8ActivationsFlag = "int8-activations";
+void apply_process_options(const Options& options);
 
-// --device (default cpu), parsed and checked: Error when the build or the machine cannot run it.
+// --device (default cpu), parsed and checked: Error when the build or the machine cannot run it,
+// or when --int8-activations asks for a CPU mode on a GPU.
 DeviceSpec device_option(const Options& options);
 
 }  // namespace qwenrt::cli

@@ -32,7 +32,9 @@ const char* kUsage =
     "  quantize  --model DIR --out DIR [--bits B] [--group-size G] [--recipe mixed_2_6|mixed_3_4|mixed_3_6|mixed_4_6]\n"
     "            (an MLX affine checkpoint, as mlx-lm's convert --quantize writes it)\n"
     "  perplexity --model DIR -f FILE [--ctx N] [--json]  (windows of N tokens, default 512; tokens/s)\n"
-    "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n";
+    "every command takes --threads N (default: the hardware threads; at most 4x those and 1024)\n"
+    "and --int8-activations (CPU: products over 4- and 8-bit weights with activations rounded to 8 bits\n"
+    "per 32, as llama.cpp does; faster, not exact: docs/quantization.md)\n";
 
 }  // namespace
 

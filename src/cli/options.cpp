@@ -13,6 +13,7 @@ Options::Options(std::string command, std::set<std::string> valued, std::set<std
     : command_(std::move(command)), valued_(std::move(valued)), flags_(std::move(flags)), short_names_(std::move(short_names)) {
   valued_.insert("threads");
   valued_.insert("device");
+  flags_.insert("int8-activations");  // kInt8ActivationsFlag (cli/commands.h)
 }
 
 void Options::parse(const std::vector<std::string>& args) {

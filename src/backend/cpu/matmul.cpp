@@ -7,6 +7,7 @@
 
 #include "backend/cpu/matmul_blocked.h"
 #include "backend/cpu/matmul_formats.h"
+#include "backend/cpu/mlx_affine_int8.h"
 #include "core/error.h"
 
 namespace qwenrt::cpu {
@@ -49,8 +50,22 @@ void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOu
       if (a->positions() == P) return *a;
     return *prepared.emplace_back(std::make_unique<mlx_affine::Activations>(x, n, P));
   };
+  // The same for int8 activations (mlx_affine_int8.h), when that mode is on.
+  std::vector<std::unique_ptr<mlx_affine::Int8Activations>> rounded;
+  auto int8_activations_for = [&](const Weight& w) -> const mlx_affine::Int8Activations& {
+    const auto L = mlx_affine::Int8Activations::layout_of(w);
+    for (const auto& a : rounded)
+      if (a->layout() == L) return *a;
+    return *rounded.emplace_back(std::make_unique<mlx_affine::Int8Activations>(x, n, L));
+  };
+  const bool int8 = int8_activations();
   std::vector<std::function<void(int64_t, int64_t)>> products;
   for (const auto& o : outputs) {
+    if (int8 && int8_product_applies(o.w)) {
+      const mlx_affine::Int8Activations* a = &int8_activations_for(o.w);
+      products.emplace_back([a, &o](int64_t lo, int64_t hi) { mlx_affine_int8_rows(*a, o.w, o.y, o.ldy, lo, hi); });
+      continue;
+    }
     // Prompt windows take the blocked kernel where the format has one: the same bits per
     // (row, output) as the row kernel, so the choice cannot change a result.
     const bool window = n >= kBlockedMinRows;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/matmul_row_blocking.h"
 #include "core/error.h"
@@ -84,13 +85,6 @@ QWENRT_AVX2 inline float load1(const std::byte* p, int64_t c) {
 }
 
 // Same order as the scalar kernel: (l0+l4)+(l2+l6) + (l1+l5)+(l3+l7).
-QWENRT_AVX2 inline float hsum8(__m256 v) {
-  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // (0+4)+(2+6), (1+5)+(3+7)
-  __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-  return _mm_cvtss_f32(c);
-}
-
 // A register tile: NX rows of x against NW weight rows, full depth k.
 template <WeightFormat T, int NX, int NW>
 QWENRT_AVX2 void tile(const float* x, int64_t k, const std::byte* w, std::size_t w_stride, float* y, int64_t ldy) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/fp8_block_decode.h"
+#include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/matmul_row_blocking.h"
 #include "core/error.h"
@@ -46,13 +47,6 @@ void rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y
 
 // ---- AVX2 + FMA + F16C kernel ----------------------------------------------------------------
 #define QWENRT_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-QWENRT_AVX2 inline float hsum8(__m256 v) {
-  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-  __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-  return _mm_cvtss_f32(c);
-}
 
 // A register tile: NX rows of x against NW weight rows, full depth k.
 template <WeightFormat S, int NX, int NW>

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/matmul_row_blocking.h"
 #include "backend/cpu/mlx_affine_positions.h"
@@ -28,9 +29,6 @@ using mlx_affine::extract;
 using mlx_affine::load_scale;
 using mlx_affine::Positions;
 using mlx_affine::unpack8;
-
-// Same order as the AVX2 hsum8: (l0+l4)+(l2+l6) + (l1+l5)+(l3+l7).
-inline float hsum_lanes(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
 }  // namespace
 
@@ -57,7 +55,7 @@ void mlx_affine_rows_scalar(const Activations& a, const Weight& w, float* y, int
       float lanes[8] = {};
       for (int64_t p = 0; p < P.padded; p += 8)
         for (int l = 0; l < 8; ++l) lanes[l] = std::fma(xr[p + l], wrow[static_cast<std::size_t>(p + l)], lanes[l]);
-      y[i * ldy + r] = hsum_lanes(lanes);
+      y[i * ldy + r] = reduce_lanes(lanes);
     }
   }
 }
@@ -66,13 +64,6 @@ namespace {
 
 // ---- AVX2 + FMA kernel ----------------------------------------------------------------------
 #define QWENRT_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-QWENRT_AVX2 inline float hsum8(__m256 v) {
-  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-  __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
-  return _mm_cvtss_f32(c);
-}
 
 // The tile loops both kernels share; every loop over a tile's registers is unrolled explicitly
 // (GCC at -O2 otherwise keeps the sums and the scales in memory).

@@ -10,50 +10,16 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_formats.h"
-#include "core/half.h"
+#include "support/random_mlx_affine_matrix.h"
 
 namespace qwenrt {
 namespace {
 
-struct Packed {
-  std::vector<uint32_t> words;
-  std::vector<uint16_t> scales, biases;
-  std::vector<uint32_t> q;  // [rows, cols]
-  Weight w;
-};
+using Packed = test::AffineMatrix;
 
-// Packs random q values LSB first into a bitstream per row, the layout mlx.core.quantize writes.
-Packed make(int bits, int gs, int64_t rows, int64_t cols, std::mt19937& rng) {
-  Packed p;
-  const int64_t wpr = cols * bits / 32, groups = cols / gs;
-  p.words.assign(static_cast<std::size_t>(rows * wpr), 0);
-  p.q.resize(static_cast<std::size_t>(rows * cols));
-  std::uniform_int_distribution<uint32_t> qd(0, (1u << bits) - 1);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint32_t q = qd(rng);
-      p.q[static_cast<std::size_t>(r * cols + c)] = q;
-      for (int b = 0; b < bits; ++b) {
-        const int64_t bit = c * bits + b;
-        if ((q >> b) & 1) p.words[static_cast<std::size_t>(r * wpr + bit / 32)] |= 1u << (bit % 32);
-      }
-    }
-  for (int64_t i = 0; i < rows * groups; ++i) {
-    p.scales.push_back(f32_to_bf16(nd(rng)));  // negative scales too, as current MLX writes
-    p.biases.push_back(f32_to_bf16(nd(rng) * 8));
-  }
-  p.w = {WeightFormat::MlxAffine, rows, cols, reinterpret_cast<const std::byte*>(p.words.data())};
-  p.w.quant = {bits, gs, WeightFormat::BF16, reinterpret_cast<const std::byte*>(p.scales.data()),
-               reinterpret_cast<const std::byte*>(p.biases.data())};
-  return p;
-}
+float expected(const Packed& p, int64_t r, int64_t c) { return p.value(r, c); }
 
-float expected(const Packed& p, int64_t r, int64_t c) {
-  const int64_t g = r * (p.w.cols / p.w.quant.group_size) + c / p.w.quant.group_size;
-  return std::fma(bf16_to_f32(p.scales[static_cast<std::size_t>(g)]), static_cast<float>(p.q[static_cast<std::size_t>(r * p.w.cols + c)]),
-                  bf16_to_f32(p.biases[static_cast<std::size_t>(g)]));
-}
+Packed make(int bits, int gs, int64_t rows, int64_t cols, std::mt19937& rng) { return test::random_affine_matrix(bits, gs, rows, cols, rng); }
 
 struct Case {
   int bits, gs;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "backend/cpu/mlx_affine_int8.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
@@ -8,7 +9,8 @@
 
 namespace qwenrt::cli {
 
-void apply_threads(const Options& options) {
+void apply_process_options(const Options& options) {
+  cpu::set_int8_activations(options.flag(kInt8ActivationsFlag));
   const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const int64_t threads = options.integer_or("threads", hw, 1, kMaxThreads);
   if (threads > kThreadsPerHardwareThread * hw)
@@ -19,6 +21,9 @@ void apply_threads(const Options& options) {
 
 DeviceSpec device_option(const Options& options) {
   const DeviceSpec spec = parse_device(options.str_or("device", "cpu"));
+  if (spec.kind != DeviceSpec::Kind::Cpu && options.flag(kInt8ActivationsFlag))
+    fail(options.command(), ": --", kInt8ActivationsFlag,
+         " is a CPU mode (the GPU's products over quantized weights keep the activations in bf16); drop it or use --device cpu");
   require_device(spec);
   return spec;
 }
