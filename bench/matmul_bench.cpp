@@ -1,7 +1,9 @@
 // Weight-streaming matmul speed on the CPU against the memory read bandwidth measured in the same
-// run: bench/matmul_bench [threads] [bf16|q4|q8]. Prints one line per shape with GB/s of weight
-// bytes (packed weights, scales and biases for MLX affine) and the ratio to the read bandwidth; for
-// the quantized formats also ns per 64 weight fields per thread (the products' compute rate).
+// run: bench/matmul_bench [threads] [bf16|q4|q8|q4i8|q8i8] [group size]. Prints one line per shape
+// with GB/s of weight bytes (packed weights, scales and biases for MLX affine) and the ratio to the
+// read bandwidth; for the quantized formats also ns per 64 weight fields per thread (the products'
+// compute rate). The i8 forms run the int8-activation mode (--int8-activations) over the same
+// weights; group size defaults to 64.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/memory_bandwidth.h"
+#include "backend/cpu/mlx_affine_int8.h"
 #include "core/half.h"
 
 using namespace qwenrt;
@@ -26,7 +29,7 @@ struct Matrix {
   Weight w;
 };
 
-Matrix make(const std::string& format, int64_t rows, int64_t cols) {
+Matrix make(const std::string& format, int64_t rows, int64_t cols, int gs) {
   Matrix m;
   if (format == "bf16") {
     m.bytes.resize(static_cast<std::size_t>(rows * cols) * 2);
@@ -37,7 +40,7 @@ Matrix make(const std::string& format, int64_t rows, int64_t cols) {
     m.w = {WeightFormat::BF16, rows, cols, reinterpret_cast<const std::byte*>(m.bytes.data())};
     return m;
   }
-  const int bits = format == "q4" ? 4 : 8, gs = 64;
+  const int bits = format.rfind("q4", 0) == 0 ? 4 : 8;
   m.bytes.resize(static_cast<std::size_t>(rows * cols * bits / 8));
   std::mt19937 rng(1);
   for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
@@ -54,10 +57,16 @@ Matrix make(const std::string& format, int64_t rows, int64_t cols) {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const std::string format = argc > 2 ? argv[2] : "bf16";
-  if (format != "bf16" && format != "q4" && format != "q8") {
-    std::fprintf(stderr, "matmul_bench: unknown format '%s' (bf16, q4 or q8)\n", format.c_str());
+  const int gs = argc > 3 ? std::atoi(argv[3]) : 64;
+  if (format != "bf16" && format != "q4" && format != "q8" && format != "q4i8" && format != "q8i8") {
+    std::fprintf(stderr, "matmul_bench: unknown format '%s' (bf16, q4, q8, q4i8 or q8i8)\n", format.c_str());
     return 2;
   }
+  if (gs != 32 && gs != 64 && gs != 128) {
+    std::fprintf(stderr, "matmul_bench: group size %d (32, 64 or 128)\n", gs);
+    return 2;
+  }
+  cpu::set_int8_activations(format.size() == 4);
   ThreadPool pool(threads);
   const auto bw = cpu::measure_bandwidth(pool);
   std::printf("threads %d, isa %s, read %.1f GB/s, copy %.1f GB/s\n", threads, cpu::matmul_isa(), bw.read_GBps, bw.copy_GBps);
@@ -66,7 +75,7 @@ int main(int argc, char** argv) {
   };
   for (Shape s :
        {Shape{248320, 1024, 1}, Shape{6144, 1024, 1}, Shape{1024, 3584, 1}, Shape{248320, 1024, 4}, Shape{3584, 1024, 64}, Shape{3584, 1024, 512}}) {
-    const Matrix m = make(format, s.rows, s.cols);
+    const Matrix m = make(format, s.rows, s.cols, gs);
     std::vector<float> x(static_cast<std::size_t>(s.n * s.cols), 0.01f), y(static_cast<std::size_t>(s.n * s.rows));
     cpu::matmul(x.data(), s.n, m.w, y.data(), pool);
     // Repeat until enough bytes went by for a stable number; weights larger than the caches.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -171,12 +172,22 @@ template <int B, WeightFormat S, int NX, int NW>
 QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int64_t r, float* y, int64_t ldy) {
   const auto& L = a.layout();
   const std::size_t stride = w.row_bytes();
-  const int64_t G = L.cols / L.group_size;
-  const int gs = L.group_size;
+  const int64_t G = L.cols / L.group_size, cols = L.cols, padded = L.padded;
+  const int gshift = std::countr_zero(static_cast<unsigned>(L.group_size));  // 32, 64 or 128
   constexpr int64_t chunk = B == 4 ? 64 : 32, lane_cols = chunk / 8;
   const uint8_t* rows[NW];
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
+  // Everything the loop reads of x, as plain pointers (no index arithmetic through the layout).
+  const int8_t* xv[NX];
+  const float *dv[NX], *uv[NX], *cv[NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    xv[i] = a.values(i0 + i);
+    dv[i] = a.lane_scales(i0 + i);
+    uv[i] = a.lane_sums(i0 + i);
+    cv[i] = a.lane_corrections(i0 + i);
+  }
   __m256 acc[NX][NW];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i)
@@ -185,36 +196,37 @@ QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int
   // The scales and biases (8 bits: b + 128 s) of the rows' next 8 groups, refreshed every 8 groups.
   alignas(32) float sb[NW][2][8];
   int64_t g0 = 0;
-  for (int64_t p = 0; p < L.padded; p += chunk) {
-    if (p % (8 * gs) == 0) {
-      g0 = p / gs;
+  for (int64_t p = 0; p < padded; p += chunk) {
+    if ((p & ((int64_t{8} << gshift) - 1)) == 0) {
+      g0 = p >> gshift;
+      const int64_t n = std::min<int64_t>(8, G - g0);
 #pragma GCC unroll 8
       for (int j = 0; j < NW; ++j) {
-        const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, std::min<int64_t>(8, G - g0));
-        __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, std::min<int64_t>(8, G - g0));
+        const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, n);
+        __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, n);
         if constexpr (B == 8) b8 = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), s8, b8);
         _mm256_store_ps(sb[j][0], s8);
         _mm256_store_ps(sb[j][1], b8);
       }
     }
-    const int64_t k = p / gs - g0;  // this chunk's (first) group in sb
+    const int64_t k = (p >> gshift) - g0;  // this chunk's (first) group in sb
+    const int64_t lane0 = p / lane_cols;
     // Decode: fetch the next tile's rows (contiguous after these) while this one runs.
     if constexpr (NX == 1) {
       if ((p * B / 8) % 64 == 0)
 #pragma GCC unroll 8
         for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + NW * stride + p * B / 8), _MM_HINT_T0);
     }
-    const int64_t lane0 = p / lane_cols;
 #pragma GCC unroll 8
     for (int j = 0; j < NW; ++j) {
       __m256 sv = _mm256_broadcast_ss(&sb[j][0][k]), bv = _mm256_broadcast_ss(&sb[j][1][k]);
       __m256i wa, wb;
       if constexpr (B == 4) {
-        if (gs == 32) {  // lanes 4-7 are the next group (zero past a half block's end)
+        if (gshift == 5) {  // groups of 32: lanes 4-7 are the next group (zero past a half block's end)
           sv = _mm256_blend_ps(sv, _mm256_broadcast_ss(&sb[j][0][k + 1]), 0xF0);
           bv = _mm256_blend_ps(bv, _mm256_broadcast_ss(&sb[j][1][k + 1]), 0xF0);
         }
-        const mlx_affine::NibblePlanes n = mlx_affine::nibble_planes(rows[j] + p / 2, L.cols - p < 64);
+        const mlx_affine::NibblePlanes n = mlx_affine::nibble_planes(rows[j] + p / 2, cols - p < 64);
         wa = n.plane[0];
         wb = n.plane[1];
       } else {
@@ -223,13 +235,12 @@ QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int
       }
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
-        const int8_t* x = a.values(i0 + i) + p;
-        const __m256 d = _mm256_loadu_ps(a.lane_scales(i0 + i) + lane0), u = _mm256_loadu_ps(a.lane_sums(i0 + i) + lane0);
+        const __m256 d = _mm256_loadu_ps(dv[i] + lane0), u = _mm256_loadu_ps(uv[i] + lane0);
         if constexpr (B == 4) {
-          const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums_q4(wa, wb, x)), d, _mm256_loadu_ps(a.lane_corrections(i0 + i) + lane0));
+          const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums_q4(wa, wb, xv[i] + p)), d, _mm256_loadu_ps(cv[i] + lane0));
           acc[i][j] = _mm256_fmadd_ps(bv, u, _mm256_fmadd_ps(t, sv, acc[i][j]));
         } else {
-          const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(sums_q8(wa, wb, x)), d);
+          const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(sums_q8(wa, wb, xv[i] + p)), d);
           acc[i][j] = _mm256_fmadd_ps(bv, u, _mm256_fmadd_ps(t, sv, acc[i][j]));
         }
       }
