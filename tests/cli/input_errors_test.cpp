@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/mapped_file.h"
+#include "formats/npy.h"
 #include "formats/safetensors.h"
 #include "support/fixtures.h"
 #include "support/run_command.h"
@@ -92,6 +93,26 @@ TEST(CliInput, ThreadsAreCapped) {
   expect_clean_error(r, "threads 1025", {"--threads must be in [1, 1024]"});
   r = run_command(cli() + " info" + model + " --threads " + std::to_string(std::min<int64_t>(4 * hw, 1024)));
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// --int8-activations reaches the CPU's products (the logits of a 4-bit checkpoint change, within
+// the mode's error) and is refused with a GPU device or a value.
+TEST(CliInput, Int8ActivationsIsACpuOption) {
+  TempDir dir("int8_flag");
+  const std::string base = cli() + " logits --model " + fixture("mlx_q4_g64").string() + " --tokens 1,2,3,4";
+  auto exact = run_command(base + " --out " + (dir.path / "exact.npy").string());
+  ASSERT_EQ(exact.status, 0) << exact.err;
+  auto int8 = run_command(base + " --int8-activations --out " + (dir.path / "int8.npy").string());
+  ASSERT_EQ(int8.status, 0) << int8.err;
+  const auto a = read_npy(dir.path / "exact.npy"), b = read_npy(dir.path / "int8.npy");
+  ASSERT_EQ(a.values.size(), b.values.size());
+  const double diff = test::relative_l2(b.values, a.values);
+  EXPECT_GT(diff, 1e-6) << "the flag did not reach the products";
+  EXPECT_LT(diff, 0.05);
+  expect_clean_error(run_command(base + " --int8-activations --device cuda --out " + (dir.path / "x.npy").string()), "int8 on cuda",
+                     {"--int8-activations is a CPU mode"});
+  expect_clean_error(run_command(base + " --int8-activations=1 --out " + (dir.path / "x.npy").string()), "int8 with a value",
+                     {"--int8-activations takes no value"});
 }
 
 TEST(CliInput, RunAndChatRejectInvalidUtf8) {
