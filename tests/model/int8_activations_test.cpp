@@ -12,6 +12,7 @@
 #include "formats/json_file.h"
 #include "formats/npy.h"
 #include "model/qwen35_model.h"
+#include "support/batched_decode.h"
 #include "support/fixtures.h"
 
 namespace qwenrt {
@@ -84,39 +85,10 @@ TEST_P(Int8ActivationsParity, GreedyTokensMatchWhereMarginIsClear) {
 // Two sequences at different positions decoded together give each one's logits alone, bit for bit.
 TEST_P(Int8ActivationsParity, BatchedDecodeIsTheSameBitsAsAlone) {
   const auto model = Qwen35Model::load(dir_);
-  const int64_t V = model.config().vocab_size;
   const auto& p = ref_.prompt;
   const std::vector<std::vector<int32_t>> prompts = {p, {p.begin(), p.begin() + 5}};
-  const std::vector<int32_t> follow = {3, 1, 4, 1, 5};
-  std::vector<std::vector<float>> alone;
-  for (const auto& prompt : prompts) {
-    ModelCache cache(model.config().cache_shape(), 1);
-    const int slot = cache.acquire();
-    model.forward({Phase::Window, {{slot, prompt}}, false}, cache, pool_);
-    std::vector<float> all;
-    for (int32_t t : follow) {
-      auto l = model.forward({Phase::Decode, {{slot, {t}}}, false}, cache, pool_);
-      all.insert(all.end(), l.begin(), l.end());
-    }
-    alone.push_back(all);
-  }
-  ModelCache cache(model.config().cache_shape(), 2);
-  std::vector<int> slots;
-  Step prefill{Phase::Window, {}, false};
-  for (const auto& prompt : prompts) {
-    slots.push_back(cache.acquire());
-    prefill.sequences.push_back({slots.back(), prompt});
-  }
-  model.forward(prefill, cache, pool_);
-  std::vector<std::vector<float>> batched(prompts.size());
-  for (int32_t t : follow) {
-    Step step{Phase::Decode, {}, false};
-    for (int s : slots) step.sequences.push_back({s, {t}});
-    auto l = model.forward(step, cache, pool_);
-    for (std::size_t i = 0; i < prompts.size(); ++i)
-      batched[i].insert(batched[i].end(), l.begin() + static_cast<long>(i * V), l.begin() + static_cast<long>((i + 1) * V));
-  }
-  for (std::size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batched[i], alone[i]) << GetParam() << " sequence " << i;
+  const auto r = test::decode_alone_and_batched(model, prompts, {3, 1, 4, 1, 5}, pool_);
+  for (std::size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.batched[i], r.alone[i]) << GetParam() << " sequence " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Int8ActivationsParity, ::testing::Values("mlx_q4_g64", "mlx_q8_g32", "mlx_moe_q4_g64"),

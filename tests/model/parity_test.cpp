@@ -10,6 +10,7 @@
 #include "engine/step_queue.h"
 #include "formats/npy.h"
 #include "model/qwen35_model.h"
+#include "support/batched_decode.h"
 #include "support/fixtures.h"
 #include "support/queued_steps.h"
 
@@ -80,46 +81,15 @@ TEST_P(Parity, PrefillWindowsMatchTokenByTokenDecode) {
 
 TEST_P(Parity, BatchedDecodeMatchesAlone) {
   const auto model = Qwen35Model::load(dir_);
-  const int64_t V = model.config().vocab_size;
   const auto& p = ref_.prompt;
   // Three sequences at different positions: the prompt, its second half, and its first 5 tokens.
   const std::vector<std::vector<int32_t>> prompts = {p, {p.begin() + static_cast<long>(p.size() / 2), p.end()}, {p.begin(), p.begin() + 5}};
-  const std::vector<int32_t> follow = {3, 1, 4, 1, 5, 9, 2, 6};
-
-  std::vector<std::vector<float>> alone;
-  for (const auto& prompt : prompts) {
-    ModelCache cache(model.config().cache_shape(), 1);
-    const int slot = cache.acquire();
-    model.forward({Phase::Window, {{slot, prompt}}, false}, cache, pool_);
-    std::vector<float> all;
-    for (int32_t t : follow) {
-      auto l = model.forward({Phase::Decode, {{slot, {t}}}, false}, cache, pool_);
-      all.insert(all.end(), l.begin(), l.end());
-    }
-    alone.push_back(all);
-  }
-
-  ModelCache cache(model.config().cache_shape(), 3);
-  std::vector<int> slots;
-  Step prefill{Phase::Window, {}, false};
-  for (const auto& prompt : prompts) {
-    slots.push_back(cache.acquire());
-    prefill.sequences.push_back({slots.back(), prompt});
-  }
-  model.forward(prefill, cache, pool_);
-  std::vector<std::vector<float>> batched(prompts.size());
-  for (int32_t t : follow) {
-    Step step{Phase::Decode, {}, false};
-    for (int s : slots) step.sequences.push_back({s, {t}});
-    auto l = model.forward(step, cache, pool_);
-    for (std::size_t i = 0; i < prompts.size(); ++i)
-      batched[i].insert(batched[i].end(), l.begin() + static_cast<long>(i * V), l.begin() + static_cast<long>((i + 1) * V));
-  }
+  const auto r = test::decode_alone_and_batched(model, prompts, {3, 1, 4, 1, 5, 9, 2, 6}, pool_);
   // Row results never depend on the batch (fixed reduction order), so this is exact, not just
   // within tolerance.
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_LT(relative_l2(batched[i], alone[i]), kTolerance) << GetParam() << " sequence " << i;
-    EXPECT_EQ(batched[i], alone[i]) << GetParam() << " sequence " << i << " differs in the last bits";
+    EXPECT_LT(relative_l2(r.batched[i], r.alone[i]), kTolerance) << GetParam() << " sequence " << i;
+    EXPECT_EQ(r.batched[i], r.alone[i]) << GetParam() << " sequence " << i << " differs in the last bits";
   }
 }
 

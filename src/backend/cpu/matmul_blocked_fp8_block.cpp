@@ -6,6 +6,7 @@
 #include "backend/cpu/fp8_block_decode.h"
 #include "backend/cpu/matmul_blocked.h"
 #include "backend/cpu/matmul_blocked_driver.h"
+#include "backend/cpu/scale_format_dispatch.h"
 
 namespace qwenrt::cpu {
 
@@ -40,11 +41,7 @@ void run(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_
 
 void dispatch(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1, bool avx2) {
   fp8_block::check(w, k);
-  switch (w.fp8.scale_format) {
-    case WeightFormat::F32: return run<WeightFormat::F32>(x, n, k, w, y, ldy, r0, r1, avx2);
-    case WeightFormat::F16: return run<WeightFormat::F16>(x, n, k, w, y, ldy, r0, r1, avx2);
-    default: return run<WeightFormat::BF16>(x, n, k, w, y, ldy, r0, r1, avx2);
-  }
+  return with_scale_format(w.fp8.scale_format, [&]<WeightFormat S>() { return run<S>(x, n, k, w, y, ldy, r0, r1, avx2); });
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "backend/cpu/lane_sum.h"
 #include "backend/cpu/matmul_formats.h"
 #include "backend/cpu/matmul_row_blocking.h"
+#include "backend/cpu/scale_format_dispatch.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -93,21 +94,13 @@ QWENRT_AVX2 void rows_avx2(const float* x, int64_t n, int64_t k, const Weight& w
 
 void fp8_block_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   check(w, k);
-  switch (w.fp8.scale_format) {
-    case WeightFormat::F32: return rows_scalar<WeightFormat::F32>(x, n, k, w, y, ldy, r0, r1);
-    case WeightFormat::F16: return rows_scalar<WeightFormat::F16>(x, n, k, w, y, ldy, r0, r1);
-    default: return rows_scalar<WeightFormat::BF16>(x, n, k, w, y, ldy, r0, r1);
-  }
+  return with_scale_format(w.fp8.scale_format, [&]<WeightFormat S>() { return rows_scalar<S>(x, n, k, w, y, ldy, r0, r1); });
 }
 
 void fp8_block_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (!have_avx2()) return fp8_block_rows_scalar(x, n, k, w, y, ldy, r0, r1);
   check(w, k);
-  switch (w.fp8.scale_format) {
-    case WeightFormat::F32: return rows_avx2<WeightFormat::F32>(x, n, k, w, y, ldy, r0, r1);
-    case WeightFormat::F16: return rows_avx2<WeightFormat::F16>(x, n, k, w, y, ldy, r0, r1);
-    default: return rows_avx2<WeightFormat::BF16>(x, n, k, w, y, ldy, r0, r1);
-  }
+  return with_scale_format(w.fp8.scale_format, [&]<WeightFormat S>() { return rows_avx2<S>(x, n, k, w, y, ldy, r0, r1); });
 }
 
 }  // namespace qwenrt::cpu

@@ -17,6 +17,7 @@
 #include "backend/cpu/matmul_row_blocking.h"
 #include "backend/cpu/mlx_affine_positions.h"
 #include "backend/cpu/mlx_affine_unpack.h"
+#include "backend/cpu/scale_format_dispatch.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -197,11 +198,7 @@ QWENRT_AVX2 void rows_avx2(const Activations& a, const Weight& w, float* y, int6
 
 template <int B>
 void rows_avx2_bits(const Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  switch (w.quant.scale_format) {
-    case WeightFormat::F32: return rows_avx2<B, WeightFormat::F32>(a, w, y, ldy, r0, r1);
-    case WeightFormat::F16: return rows_avx2<B, WeightFormat::F16>(a, w, y, ldy, r0, r1);
-    default: return rows_avx2<B, WeightFormat::BF16>(a, w, y, ldy, r0, r1);
-  }
+  return with_scale_format(w.quant.scale_format, [&]<WeightFormat S>() { return rows_avx2<B, S>(a, w, y, ldy, r0, r1); });
 }
 
 }  // namespace
