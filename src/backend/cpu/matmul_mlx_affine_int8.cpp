@@ -65,10 +65,22 @@ Int8Activations::Int8Activations(const float* x, int64_t n, const Layout& L) : l
         amax = std::max(amax, std::fabs(xr[c]));
         finite &= std::isfinite(xr[c]);
       }
-      // A non-finite activation makes its block's scale NaN (values 0): the product is NaN, as
-      // the exact one would be, and the model's finiteness check names the layer.
-      if (!finite) amax = std::numeric_limits<float>::quiet_NaN();
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      // A non-finite activation makes its block's scale NaN (values 0, never a NaN converted to
+      // an integer): the product is NaN, as the exact one would be, and the model's finiteness
+      // check names the layer.
+      if (!finite) {
+        d[static_cast<std::size_t>(blk)] = std::numeric_limits<float>::quiet_NaN();
+        std::fill_n(xi.begin() + 32 * blk, 32, int8_t{0});
+        continue;
+      }
+      // A block too small for 127 / amax to be finite (below ~4e-37: zero in effect) rounds to
+      // zeros, like an all-zero one.
+      const float inv = 127.0f / amax;
+      if (!(amax > 0.0f) || !std::isfinite(inv)) {
+        d[static_cast<std::size_t>(blk)] = 0.0f;
+        std::fill_n(xi.begin() + 32 * blk, 32, int8_t{0});
+        continue;
+      }
       d[static_cast<std::size_t>(blk)] = amax / 127.0f;
       for (int64_t c = 32 * blk; c < 32 * blk + 32; ++c) xi[static_cast<std::size_t>(c)] = static_cast<int8_t>(std::nearbyint(xr[c] * inv));
     }

@@ -122,6 +122,30 @@ TEST_P(Int8ActivationsMatmul, ANonFiniteActivationMakesItsRowsProductsNaN) {
   }
 }
 
+// Blocks of zeros and of values too small to scale (127 / amax not finite) round to zeros; the
+// rows around them are unaffected, whatever came before them in the batch.
+TEST_P(Int8ActivationsMatmul, ZeroAndTinyBlocksRoundToZeros) {
+  std::mt19937 rng(9);
+  const auto [bits, gs] = GetParam();
+  ThreadPool pool(2);
+  Int8Scope int8;
+  const AffineMatrix p = test::random_affine_matrix(bits, gs, 8, 256, rng);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(3 * 256), y(3 * 8), zeroed(3 * 8);
+  for (auto& v : x) v = nd(rng);
+  for (int c = 64; c < 96; ++c) {
+    x[256 + c] = 1e-40f * static_cast<float>(c % 3);  // subnormal: 127 / amax overflows
+    x[512 + c] = 0.0f;
+  }
+  cpu::matmul(x.data(), 3, p.w, y.data(), pool);
+  for (int c = 64; c < 96; ++c) x[256 + c] = 0.0f;
+  cpu::matmul(x.data(), 3, p.w, zeroed.data(), pool);
+  for (int i = 0; i < 3 * 8; ++i) {
+    ASSERT_TRUE(std::isfinite(y[i])) << i;
+    EXPECT_NEAR(y[i], zeroed[i], 1e-6f * (1 + std::fabs(zeroed[i]))) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Widths, Int8ActivationsMatmul,
                          ::testing::Values(Case{4, 32}, Case{4, 64}, Case{4, 128}, Case{8, 32}, Case{8, 64}, Case{8, 128}), [](const auto& info) {
                            char name[32];
