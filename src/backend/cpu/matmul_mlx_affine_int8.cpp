@@ -43,7 +43,7 @@ Int8Activations::Layout Int8Activations::layout_of(const Weight& w) {
   if (!int8_product_applies(w)) fail("internal: int8 activations for a matrix in ", weight_format_name(w.format), " with ", w.quant.bits, " bits");
   const int gs = w.quant.group_size;
   if (gs < 32 || gs % 32 != 0 || w.cols % gs != 0) fail("internal: MLX affine matrix with ", w.cols, " columns in groups of ", gs);
-  Layout L{w.quant.bits, gs, w.cols, w.cols};
+  Layout L{w.quant.bits, w.cols, w.cols};
   if (L.bits == 4) L.padded = (w.cols + 63) / 64 * 64;
   return L;
 }
@@ -116,24 +116,28 @@ using mlx_affine::load_scale;
 
 void mlx_affine_int8_rows_scalar(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const auto& L = a.layout();
-  const int bits = L.bits, gs = L.group_size;
+  const int bits = L.bits, gs = w.quant.group_size;
   const int64_t G = L.cols / gs, lane_cols = L.lane_cols();
   const std::size_t stride = w.row_bytes();
+  // x back in column order, once (the 4-bit values are stored by nibble plane).
+  std::vector<int8_t> xc(static_cast<std::size_t>(a.rows() * L.padded));
+  for (int64_t i = 0; i < a.rows(); ++i) {
+    const int8_t* v = a.values(i);
+    for (int64_t p = 0; p < L.padded; ++p)
+      xc[static_cast<std::size_t>(i * L.padded + p)] = bits == 4 ? v[p - p % 64 + (p % 64) / 2 + 32 * (p % 2)] : v[p];
+  }
   std::vector<int32_t> q(static_cast<std::size_t>(L.padded), 0);
-  std::vector<int8_t> xi(static_cast<std::size_t>(L.padded));
   for (int64_t r = r0; r < r1; ++r) {
     const auto* row = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r) * stride);
     for (int64_t c = 0; c < L.cols; ++c) q[static_cast<std::size_t>(c)] = static_cast<int32_t>(extract(row, c, bits)) - (bits == 8 ? 128 : 0);
     for (int64_t i = 0; i < a.rows(); ++i) {
-      // Back to column order (the 4-bit values are stored by nibble plane).
-      const int8_t* v = a.values(i);
-      for (int64_t p = 0; p < L.padded; ++p) xi[static_cast<std::size_t>(p)] = bits == 4 ? v[p - p % 64 + (p % 64) / 2 + 32 * (p % 2)] : v[p];
+      const int8_t* xi = xc.data() + i * L.padded;
       const float *d = a.lane_scales(i), *u = a.lane_sums(i), *corr = a.lane_corrections(i);
       float lanes[8] = {};
       for (int64_t k = 0; k < L.lanes(); ++k) {
         const int64_t c = k * lane_cols;
         int32_t isum = 0;
-        for (int64_t t = c; t < c + lane_cols; ++t) isum += q[static_cast<std::size_t>(t)] * xi[static_cast<std::size_t>(t)];
+        for (int64_t t = c; t < c + lane_cols; ++t) isum += q[static_cast<std::size_t>(t)] * xi[t];
         const bool real = c < L.cols;  // 4 bits: a half block's padding lanes
         const float s = real ? load_scale(w.quant.scale_format, w.quant.scales, r * G + c / gs) : 0.0f;
         const float b = real ? load_scale(w.quant.scale_format, w.quant.biases, r * G + c / gs) : 0.0f;
@@ -185,8 +189,8 @@ template <int B, WeightFormat S, int NX, int NW>
 QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int64_t r, float* y, int64_t ldy) {
   const auto& L = a.layout();
   const std::size_t stride = w.row_bytes();
-  const int64_t G = L.cols / L.group_size, cols = L.cols, padded = L.padded;
-  const int gshift = std::countr_zero(static_cast<unsigned>(L.group_size));  // 32, 64 or 128
+  const int64_t G = L.cols / w.quant.group_size, cols = L.cols, padded = L.padded;
+  const int gshift = std::countr_zero(static_cast<unsigned>(w.quant.group_size));  // 32, 64 or 128
   constexpr int64_t chunk = B == 4 ? 64 : 32, lane_cols = chunk / 8;
   const uint8_t* rows[NW];
 #pragma GCC unroll 8
@@ -271,18 +275,15 @@ QWENRT_AVX2 void rows_avx2(const Int8Activations& a, const Weight& w, float* y, 
                     [&]<int NX, int NW>(int64_t i, int64_t r) { tile<B, S, NX, NW>(a, i, w, r, y + i * ldy + r, ldy); });
 }
 
-template <int B>
-void rows_avx2_scales(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  return with_scale_format(w.quant.scale_format, [&]<WeightFormat S>() { return rows_avx2<B, S>(a, w, y, ldy, r0, r1); });
-}
-
 }  // namespace
 
 void mlx_affine_int8_rows(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (!(a.layout() == Int8Activations::layout_of(w))) fail("internal: int8 activations prepared for another matrix");
   if (!have_avx2()) return mlx_affine_int8_rows_scalar(a, w, y, ldy, r0, r1);
-  if (w.quant.bits == 4) return rows_avx2_scales<4>(a, w, y, ldy, r0, r1);
-  return rows_avx2_scales<8>(a, w, y, ldy, r0, r1);
+  with_scale_format(w.quant.scale_format, [&]<WeightFormat S>() {
+    if (w.quant.bits == 4) rows_avx2<4, S>(a, w, y, ldy, r0, r1);
+    else rows_avx2<8, S>(a, w, y, ldy, r0, r1);
+  });
 }
 
 }  // namespace qwenrt::cpu

@@ -31,7 +31,7 @@ bool int8_product_applies(const Weight& w);
 
 namespace mlx_affine {
 
-// n rows of x rounded for matrices of one layout (bits, group size, columns). A row's sum runs in
+// n rows of x rounded for matrices of one layout (bits, columns). A row's sum runs in
 // 8 float lanes per chunk of columns (64 for 4 bits, 32 for 8 bits; lane l takes the chunk's
 // columns l·w .. l·w + w − 1, w = 8 or 4), and per lane this holds what the lane needs of x: the
 // int8 values (in the kernel's order: 4 bits, per 64 columns the even columns, then the odd ones,
@@ -40,7 +40,7 @@ namespace mlx_affine {
 class Int8Activations {
  public:
   struct Layout {
-    int bits = 0, group_size = 0;
+    int bits = 0;                  // the weights' group size does not change how x is rounded: not part of it
     int64_t cols = 0, padded = 0;  // padded: 4 bits, cols rounded up to 64 (zeros past cols)
     int64_t lane_cols() const { return bits == 4 ? 8 : 4; }
     int64_t lanes() const { return padded / lane_cols(); }
