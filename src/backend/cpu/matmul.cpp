@@ -28,7 +28,7 @@ RowKernel row_kernel(const Weight& w) {
 
 }  // namespace
 
-const char* matmul_isa() { return have_avx2() ? "avx2" : "scalar"; }
+const char* matmul_isa() { return have_avx512() ? "avx2, avx512 windows" : have_avx2() ? "avx2" : "scalar"; }
 
 void matmul_multi(const float* x, int64_t n, int64_t k, std::span<const MatmulOutput> outputs, ThreadPool& pool) {
   // Concatenate all outputs' rows into one index space and split it across threads.

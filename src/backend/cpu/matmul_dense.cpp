@@ -135,6 +135,12 @@ bool have_avx2() {
   return ok;
 }
 
+bool have_avx512() {
+  // libgcc's CPU model checks that the OS saves the ZMM state before it reports AVX-512.
+  static const bool ok = have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
 void dense_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (!have_avx2()) return rows_scalar(x, n, k, w, y, ldy, r0, r1);
   switch (w.format) {

@@ -26,6 +26,7 @@ void mlx_affine_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& 
 void fp8_block_rows(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void fp8_block_rows_scalar(const float* x, int64_t n, int64_t k, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-bool have_avx2();  // AVX2 + FMA + F16C on this machine
+bool have_avx2();    // AVX2 + FMA + F16C on this machine
+bool have_avx512();  // and AVX-512 F, DQ and VL (the prompt windows' wider register tiles: matmul_blocked.cpp)
 
 }  // namespace qwenrt::cpu

@@ -275,14 +275,173 @@ QWENRT_AVX2 void rows_avx2(const Int8Activations& a, const Weight& w, float* y, 
                     [&]<int NX, int NW>(int64_t i, int64_t r) { tile<B, S, NX, NW>(a, i, w, r, y + i * ldy + r, ldy); });
 }
 
+// AVX-512 VNNI: the same sums, two weight rows to a 16-lane register (row 2p in lanes 0-7, row
+// 2p + 1 in lanes 8-15, each x value broadcast to both halves) and the integer sums by vpdpbusd
+// (u8 weights x s8 activations into int32, exact like vpmaddubsw / vpmaddwd): every lane does the
+// float work the AVX2 tile does in the same order, so the bits are the AVX2 tile's and the scalar
+// twin's.
+// GCC 12's AVX-512 headers leave the unused lanes of some conversions and inserts undefined and
+// then warn about it (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#define QWENRT_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+bool have_vnni() {
+  static const bool ok = have_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
+
+QWENRT_VNNI inline __m512 halves(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_zextps256_ps512(lo), hi, 1); }
+QWENRT_VNNI inline __m512i halves(__m256i lo, __m256i hi) { return _mm512_inserti32x8(_mm512_zextsi256_si512(lo), hi, 1); }
+QWENRT_VNNI inline __m512 both_halves(const float* p) { return _mm512_maskz_broadcast_f32x8(0xFFFF, _mm256_loadu_ps(p)); }
+QWENRT_VNNI inline __m512i both_halves(const int8_t* p) {
+  return _mm512_maskz_broadcast_i32x8(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// NX x rows against 2·NP weight rows over the full depth.
+template <int B, WeightFormat S, int NX, int NP>
+QWENRT_VNNI void tile_vnni(const Int8Activations& a, int64_t i0, const Weight& w, int64_t r, float* y, int64_t ldy) {
+  constexpr int NW = 2 * NP;
+  const auto& L = a.layout();
+  const std::size_t stride = w.row_bytes();
+  const int64_t G = L.cols / w.quant.group_size, cols = L.cols, padded = L.padded;
+  const int gshift = std::countr_zero(static_cast<unsigned>(w.quant.group_size));
+  constexpr int64_t chunk = B == 4 ? 64 : 32, lane_cols = chunk / 8;
+  const uint8_t* rows[NW];
+#pragma GCC unroll 8
+  for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
+  const int8_t* xv[NX];
+  const float *dv[NX], *uv[NX], *cv[NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    xv[i] = a.values(i0 + i);
+    dv[i] = a.lane_scales(i0 + i);
+    uv[i] = a.lane_sums(i0 + i);
+    cv[i] = a.lane_corrections(i0 + i);
+  }
+  __m512 acc[NX][NP];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) acc[i][q] = _mm512_setzero_ps();
+  alignas(32) float sb[NW][2][8];
+  int64_t g0 = 0;
+  for (int64_t p = 0; p < padded; p += chunk) {
+    if ((p & ((int64_t{8} << gshift) - 1)) == 0) {
+      g0 = p >> gshift;
+      const int64_t n = std::min<int64_t>(8, G - g0);
+#pragma GCC unroll 8
+      for (int j = 0; j < NW; ++j) {
+        const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, n);
+        __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, n);
+        if constexpr (B == 8) b8 = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), s8, b8);
+        _mm256_store_ps(sb[j][0], s8);
+        _mm256_store_ps(sb[j][1], b8);
+      }
+    }
+    const int64_t k = (p >> gshift) - g0;
+    const int64_t lane0 = p / lane_cols;
+    if constexpr (NX == 1) {
+      if ((p * B / 8) % 64 == 0)
+#pragma GCC unroll 8
+        for (int j = 0; j < NW; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + NW * stride + p * B / 8), _MM_HINT_T0);
+    }
+    // This chunk's x: the int8 values (both halves), d, Σx and the correction of each x row.
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) {
+      __m256 s2[2], b2[2];
+      __m256i wa2[2], wb2[2];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * q + h;
+        s2[h] = _mm256_broadcast_ss(&sb[j][0][k]);
+        b2[h] = _mm256_broadcast_ss(&sb[j][1][k]);
+        if constexpr (B == 4) {
+          if (gshift == 5) {
+            s2[h] = _mm256_blend_ps(s2[h], _mm256_broadcast_ss(&sb[j][0][k + 1]), 0xF0);
+            b2[h] = _mm256_blend_ps(b2[h], _mm256_broadcast_ss(&sb[j][1][k + 1]), 0xF0);
+          }
+          const mlx_affine::NibblePlanes n = mlx_affine::nibble_planes(rows[j] + p / 2, cols - p < 64);
+          wa2[h] = n.plane[0];
+          wb2[h] = n.plane[1];
+        } else {
+          wb2[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + p)), _mm256_set1_epi8(-128));
+          wa2[h] = _mm256_abs_epi8(wb2[h]);
+        }
+      }
+      const __m512 sv = halves(s2[0], s2[1]), bv = halves(b2[0], b2[1]);
+      const __m512i wa = halves(wa2[0], wa2[1]), wb = halves(wb2[0], wb2[1]);
+      // 8 bits: the sign of q − 128 moves onto x, as vpsignb does in the AVX2 tile (x is never
+      // −128; where q − 128 = 0 the magnitude is 0 and the product too).
+      const __mmask64 negative = B == 8 ? _mm512_movepi8_mask(wb) : 0;
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const __m512 d = both_halves(dv[i] + lane0), u = both_halves(uv[i] + lane0);
+        if constexpr (B == 4) {
+          __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, both_halves(xv[i] + p));
+          isum = _mm512_dpbusd_epi32(isum, wb, both_halves(xv[i] + p + 32));
+          const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, both_halves(cv[i] + lane0));
+          acc[i][q] = _mm512_fmadd_ps(bv, u, _mm512_fmadd_ps(t, sv, acc[i][q]));
+        } else {
+          const __m512i x = both_halves(xv[i] + p);
+          const __m512i xs = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+          const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, xs);
+          const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
+          acc[i][q] = _mm512_fmadd_ps(bv, u, _mm512_fmadd_ps(t, sv, acc[i][q]));
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) {
+      y[i * ldy + 2 * q] = hsum8(_mm512_castps512_ps256(acc[i][q]));
+      y[i * ldy + 2 * q + 1] = hsum8(_mm512_maskz_extractf32x8_ps(0xFF, acc[i][q], 1));
+    }
+}
+
+// for_each_row_tile's blocking with the VNNI tiles: decode rows 8 weight rows at a time, windows
+// 4 x rows by 4 weight rows; what is left of a 16-row block (an odd row count) takes the AVX2 tile,
+// whose bits are the same.
+template <int B, WeightFormat S>
+QWENRT_VNNI void rows_vnni(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t n = a.rows(), k = a.layout().padded;
+  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
+  for (int64_t wb = r0; wb < r1; wb += 16) {
+    const int64_t we = std::min(r1, wb + 16);
+    for (int64_t xb = 0; xb < n; xb += x_block) {
+      const int64_t xe = std::min(n, xb + x_block);
+      int64_t r = wb;
+      if (xe - xb == 1)
+        for (; r + 8 <= we; r += 8) tile_vnni<B, S, 1, 4>(a, xb, w, r, y + xb * ldy + r, ldy);
+      for (; r + 4 <= we; r += 4) {
+        int64_t i = xb;
+        for (; i + 4 <= xe; i += 4) tile_vnni<B, S, 4, 2>(a, i, w, r, y + i * ldy + r, ldy);
+        for (; i < xe; ++i) tile_vnni<B, S, 1, 2>(a, i, w, r, y + i * ldy + r, ldy);
+      }
+      for (; r < we; ++r)
+        for (int64_t i = xb; i < xe; ++i) tile<B, S, 1, 1>(a, i, w, r, y + i * ldy + r, ldy);
+    }
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 }  // namespace
 
 void mlx_affine_int8_rows(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (!(a.layout() == Int8Activations::layout_of(w))) fail("internal: int8 activations prepared for another matrix");
   if (!have_avx2()) return mlx_affine_int8_rows_scalar(a, w, y, ldy, r0, r1);
+  const bool vnni = have_vnni();
   with_scale_format(w.quant.scale_format, [&]<WeightFormat S>() {
-    if (w.quant.bits == 4) rows_avx2<4, S>(a, w, y, ldy, r0, r1);
-    else rows_avx2<8, S>(a, w, y, ldy, r0, r1);
+    if (w.quant.bits == 4) vnni ? rows_vnni<4, S>(a, w, y, ldy, r0, r1) : rows_avx2<4, S>(a, w, y, ldy, r0, r1);
+    else vnni ? rows_vnni<8, S>(a, w, y, ldy, r0, r1) : rows_avx2<8, S>(a, w, y, ldy, r0, r1);
   });
 }
 
