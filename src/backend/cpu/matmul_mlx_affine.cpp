@@ -278,28 +278,13 @@ bool have_avx512_bw() {
   return ok;
 }
 
-// 4-bit rows with AVX-512: for_each_row_tile's blocking, but a lone x row takes 8 weight rows at a
-// time (four 16-lane sums in flight, as tile_q4's 1 x 4 has four 8-lane ones: the fma chains' latency
-// bounds a tile with fewer); an odd row left in a block takes tile_q4 (same bits).
+// 4-bit rows with AVX-512 (a lone x row against 8 weight rows: with 4, two 16-lane sums in flight,
+// the fma chains' latency bounded it); an odd row left in a block takes tile_q4 (same bits).
 template <WeightFormat S>
 void rows_q4_avx512(const float* x, int64_t n, int64_t kp, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, kp * 4) / 4 * 4);
-  for (int64_t wb = r0; wb < r1; wb += 16) {
-    const int64_t we = std::min(r1, wb + 16);
-    for (int64_t xb = 0; xb < n; xb += x_block) {
-      const int64_t xe = std::min(n, xb + x_block);
-      int64_t r = wb;
-      if (xe - xb == 1)
-        for (; r + 8 <= we; r += 8) tile_q4_512<S, 1, 4>(x + xb * kp, kp, w, r, y + xb * ldy + r, ldy);
-      for (; r + 2 <= we; r += 2) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile_q4_512<S, 4, 1>(x + i * kp, kp, w, r, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile_q4_512<S, 1, 1>(x + i * kp, kp, w, r, y + i * ldy + r, ldy);
-      }
-      for (; r < we; ++r)
-        for (int64_t i = xb; i < xe; ++i) tile_q4<S, 1, 1>(x + i * kp, kp, w, r, y + i * ldy + r, ldy);
-    }
-  }
+  for_each_paired_tile<1>(
+      n, kp, r0, r1, [&]<int NX, int NP>(int64_t i, int64_t r) { tile_q4_512<S, NX, NP>(x + i * kp, kp, w, r, y + i * ldy + r, ldy); },
+      [&](int64_t i, int64_t r) { tile_q4<S, 1, 1>(x + i * kp, kp, w, r, y + i * ldy + r, ldy); });
 }
 
 // Rows [r0, r1) of W against all rows of x (backend/cpu/matmul_row_blocking.h).

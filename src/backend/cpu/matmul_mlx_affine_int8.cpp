@@ -404,29 +404,13 @@ QWENRT_VNNI void tile_vnni(const Int8Activations& a, int64_t i0, const Weight& w
     }
 }
 
-// for_each_row_tile's blocking with the VNNI tiles: decode rows 8 weight rows at a time, windows
-// 4 x rows by 4 weight rows; what is left of a 16-row block (an odd row count) takes the AVX2 tile,
-// whose bits are the same.
+// Decode rows 8 weight rows at a time, windows 4 x rows by 4 weight rows; a row left in a 16-row
+// block takes the AVX2 tile (same bits).
 template <int B, WeightFormat S>
 QWENRT_VNNI void rows_vnni(const Int8Activations& a, const Weight& w, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t n = a.rows(), k = a.layout().padded;
-  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
-  for (int64_t wb = r0; wb < r1; wb += 16) {
-    const int64_t we = std::min(r1, wb + 16);
-    for (int64_t xb = 0; xb < n; xb += x_block) {
-      const int64_t xe = std::min(n, xb + x_block);
-      int64_t r = wb;
-      if (xe - xb == 1)
-        for (; r + 8 <= we; r += 8) tile_vnni<B, S, 1, 4>(a, xb, w, r, y + xb * ldy + r, ldy);
-      for (; r + 4 <= we; r += 4) {
-        int64_t i = xb;
-        for (; i + 4 <= xe; i += 4) tile_vnni<B, S, 4, 2>(a, i, w, r, y + i * ldy + r, ldy);
-        for (; i < xe; ++i) tile_vnni<B, S, 1, 2>(a, i, w, r, y + i * ldy + r, ldy);
-      }
-      for (; r < we; ++r)
-        for (int64_t i = xb; i < xe; ++i) tile<B, S, 1, 1>(a, i, w, r, y + i * ldy + r, ldy);
-    }
-  }
+  for_each_paired_tile<2>(
+      a.rows(), a.layout().padded, r0, r1, [&]<int NX, int NP>(int64_t i, int64_t r) { tile_vnni<B, S, NX, NP>(a, i, w, r, y + i * ldy + r, ldy); },
+      [&](int64_t i, int64_t r) { tile<B, S, 1, 1>(a, i, w, r, y + i * ldy + r, ldy); });
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -37,4 +37,30 @@ inline void for_each_row_tile(int64_t n, int64_t k, int64_t r0, int64_t r1, Tile
   }
 }
 
+// The same blocking for tiles whose weight rows come in pairs (two rows' 8 lanes in one 16-lane
+// register): paired.template operator()<NX, NP>(i, r) takes x rows i .. i + NX − 1 against weight
+// rows r .. r + 2·NP − 1: a lone x row 8 weight rows at a time (four sums in flight), else 4 x rows
+// (then 1) against kWindowPairs pairs; a row left over in a block goes to single(i, r), one x row
+// against one weight row (a kernel of the same bits).
+template <int kWindowPairs, class Paired, class Single>
+inline void for_each_paired_tile(int64_t n, int64_t k, int64_t r0, int64_t r1, Paired&& paired, Single&& single) {
+  const int64_t x_block = std::max<int64_t>(4, (256 * 1024) / std::max<int64_t>(1, k * 4) / 4 * 4);
+  for (int64_t wb = r0; wb < r1; wb += 16) {
+    const int64_t we = std::min(r1, wb + 16);
+    for (int64_t xb = 0; xb < n; xb += x_block) {
+      const int64_t xe = std::min(n, xb + x_block);
+      int64_t r = wb;
+      if (xe - xb == 1)
+        for (; r + 8 <= we; r += 8) paired.template operator()<1, 4>(xb, r);
+      for (; r + 2 * kWindowPairs <= we; r += 2 * kWindowPairs) {
+        int64_t i = xb;
+        for (; i + 4 <= xe; i += 4) paired.template operator()<4, kWindowPairs>(i, r);
+        for (; i < xe; ++i) paired.template operator()<1, kWindowPairs>(i, r);
+      }
+      for (; r < we; ++r)
+        for (int64_t i = xb; i < xe; ++i) single(i, r);
+    }
+  }
+}
+
 }  // namespace qwenrt::cpu
