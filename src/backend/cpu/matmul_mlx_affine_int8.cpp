@@ -184,6 +184,36 @@ QWENRT_AVX2 inline __m256 group_values(const std::byte* base, int64_t g, int64_t
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+// What a tile reads of NX x rows, as plain pointers (no index arithmetic through the layout).
+template <int NX>
+struct XRows {
+  const int8_t* v[NX];
+  const float *d[NX], *u[NX], *c[NX];
+  XRows(const Int8Activations& a, int64_t i0) {
+    for (int i = 0; i < NX; ++i) {
+      v[i] = a.values(i0 + i);
+      d[i] = a.lane_scales(i0 + i);
+      u[i] = a.lane_sums(i0 + i);
+      c[i] = a.lane_corrections(i0 + i);
+    }
+  }
+};
+
+// The scales and biases (8 bits: b + 128 s) of weight rows r .. r + NW − 1, groups g0 .. g0 + 7
+// (zero past the last), into sb: a tile refreshes them every 8 groups.
+template <int B, WeightFormat S, int NW>
+QWENRT_AVX2 inline void group_scales(const Weight& w, int64_t r, int64_t G, int64_t g0, float (&sb)[NW][2][8]) {
+  const int64_t n = std::min<int64_t>(8, G - g0);
+#pragma GCC unroll 8
+  for (int j = 0; j < NW; ++j) {
+    const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, n);
+    __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, n);
+    if constexpr (B == 8) b8 = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), s8, b8);
+    _mm256_store_ps(sb[j][0], s8);
+    _mm256_store_ps(sb[j][1], b8);
+  }
+}
+
 // A register tile of NX x rows against NW weight rows over the full depth.
 template <int B, WeightFormat S, int NX, int NW>
 QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int64_t r, float* y, int64_t ldy) {
@@ -195,16 +225,8 @@ QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int
   const uint8_t* rows[NW];
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
-  // Everything the loop reads of x, as plain pointers (no index arithmetic through the layout).
-  const int8_t* xv[NX];
-  const float *dv[NX], *uv[NX], *cv[NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i) {
-    xv[i] = a.values(i0 + i);
-    dv[i] = a.lane_scales(i0 + i);
-    uv[i] = a.lane_sums(i0 + i);
-    cv[i] = a.lane_corrections(i0 + i);
-  }
+  const XRows<NX> xr(a, i0);
+  const auto &xv = xr.v, &dv = xr.d, &uv = xr.u, &cv = xr.c;
   __m256 acc[NX][NW];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i)
@@ -214,18 +236,7 @@ QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int
   alignas(32) float sb[NW][2][8];
   int64_t g0 = 0;
   for (int64_t p = 0; p < padded; p += chunk) {
-    if ((p & ((int64_t{8} << gshift) - 1)) == 0) {
-      g0 = p >> gshift;
-      const int64_t n = std::min<int64_t>(8, G - g0);
-#pragma GCC unroll 8
-      for (int j = 0; j < NW; ++j) {
-        const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, n);
-        __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, n);
-        if constexpr (B == 8) b8 = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), s8, b8);
-        _mm256_store_ps(sb[j][0], s8);
-        _mm256_store_ps(sb[j][1], b8);
-      }
-    }
+    if ((p & ((int64_t{8} << gshift) - 1)) == 0) group_scales<B, S, NW>(w, r, G, g0 = p >> gshift, sb);
     const int64_t k = (p >> gshift) - g0;  // this chunk's (first) group in sb
     const int64_t lane0 = p / lane_cols;
     // Decode: fetch the next tile's rows (contiguous after these) while this one runs.
@@ -313,15 +324,8 @@ QWENRT_VNNI void tile_vnni(const Int8Activations& a, int64_t i0, const Weight& w
   const uint8_t* rows[NW];
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
-  const int8_t* xv[NX];
-  const float *dv[NX], *uv[NX], *cv[NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NX; ++i) {
-    xv[i] = a.values(i0 + i);
-    dv[i] = a.lane_scales(i0 + i);
-    uv[i] = a.lane_sums(i0 + i);
-    cv[i] = a.lane_corrections(i0 + i);
-  }
+  const XRows<NX> xr(a, i0);
+  const auto &xv = xr.v, &dv = xr.d, &uv = xr.u, &cv = xr.c;
   __m512 acc[NX][NP];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i)
@@ -330,18 +334,7 @@ QWENRT_VNNI void tile_vnni(const Int8Activations& a, int64_t i0, const Weight& w
   alignas(32) float sb[NW][2][8];
   int64_t g0 = 0;
   for (int64_t p = 0; p < padded; p += chunk) {
-    if ((p & ((int64_t{8} << gshift) - 1)) == 0) {
-      g0 = p >> gshift;
-      const int64_t n = std::min<int64_t>(8, G - g0);
-#pragma GCC unroll 8
-      for (int j = 0; j < NW; ++j) {
-        const __m256 s8 = group_values<S>(w.quant.scales, (r + j) * G + g0, n);
-        __m256 b8 = group_values<S>(w.quant.biases, (r + j) * G + g0, n);
-        if constexpr (B == 8) b8 = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), s8, b8);
-        _mm256_store_ps(sb[j][0], s8);
-        _mm256_store_ps(sb[j][1], b8);
-      }
-    }
+    if ((p & ((int64_t{8} << gshift) - 1)) == 0) group_scales<B, S, NW>(w, r, G, g0 = p >> gshift, sb);
     const int64_t k = (p >> gshift) - g0;
     const int64_t lane0 = p / lane_cols;
     if constexpr (NX == 1) {
