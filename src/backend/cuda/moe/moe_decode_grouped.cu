@@ -188,8 +188,8 @@ void moe_decode_grouped(const bf16* x, int64_t ldx, int64_t rows, const MoeExper
   auto* act = reinterpret_cast<bf16*>(s + l.act);
   auto* out = reinterpret_cast<float*>(s + l.out);
   moe_group(ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles, kRun, sorted, place, tile_expert, stream);
-  launch_chained(gather_rows_kernel, dim3(static_cast<unsigned>(l.places)), dim3(128), 0, stream, x, ldx, static_cast<const int32_t*>(sorted),
-                 ex.hidden, xg);
+  const dim3 gather_grid(static_cast<unsigned>(l.places));
+  launch_chained(gather_rows_kernel, gather_grid, dim3(128), 0, stream, x, ldx, static_cast<const int32_t*>(sorted), ex.hidden, xg);
   QWENRT_CUDA_CHECK_LAUNCH();
   switch (gu.kind) {
     case QuantKind::Affine4: products<QuantKind::Affine4>(xg, ex, l.tiles, tile_expert, act, out, stream); break;
