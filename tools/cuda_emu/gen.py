@@ -5,7 +5,7 @@ import re, sys, os
 src_dir, out_dir = sys.argv[1], sys.argv[2]
 for name in ['deltanet/deltanet_chunk_prepare.cu', 'deltanet/deltanet_chunk_state.cu', 'deltanet/deltanet_chunk_state_wgmma.cu',
              'deltanet/deltanet_chunk_output.cu', 'deltanet/deltanet_prefill.cu', 'diagnostics/wgmma_forms_check.cu',
-             'moe/moe_route.cu', 'moe/moe_decode.cu', 'moe/moe_window.cu', 'moe/moe_grouped_wgmma.cu', 'moe/moe_decode_packed.cu',
+             'moe/moe_route.cu', 'moe/moe_decode.cu', 'moe/moe_window.cu', 'moe/moe_grouped_wgmma.cu', 'moe/moe_decode_packed.cu', 'moe/moe_group.cu', 'moe/moe_decode_grouped.cu',
              'quant/skinny_quant_gemm.cu', 'quant/skinny_quant_affine.cu', 'quant/skinny_quant_affine_tiles.cu', 'quant/skinny_quant_fp8.cu',
              'quant/dequantize_rows.cu', 'quant/affine_tiling.cu']:
     s = open(os.path.join(src_dir, name)).read()

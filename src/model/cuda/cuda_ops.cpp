@@ -519,17 +519,25 @@ void CudaOps::moe_into(const MoeWeights& w, const Act& x, float* y, int64_t ldy,
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe route", c_.stream);
     cuda::moe_route(logits, ld, T, ex, ids, weights, c_.stream);
   }
-  // Packed experts: batches of up to 64 rows too, 8 rows a launch, each streaming only the experts
-  // its rows chose. By bytes (35B-A3B q4, a layer): 8 launches of at most 64 chosen experts read
-  // <= 0.9 GB, where widening the whole stacks to bf16 for the grouped path reads 0.45 and writes
-  // 1.6 GB before its products. (Not yet timed on a GPU.)
-  if (T <= cuda::kMoeDecodeRows || row_invariant() || (ex.packed && T <= kPackedMoeDecodeRows)) {
+  if (T <= cuda::kMoeDecodeRows || (row_invariant() && !ex.packed)) {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (decode)", c_.stream);
     const int64_t chunk = cuda::kMoeDecodeRows;
     bf16* act = c_.scratch.moe_work.get<bf16>(cuda::moe_decode_act_bytes(std::min(T, chunk), ex) / sizeof(bf16));
     for (int64_t r0 = 0; r0 < T; r0 += chunk)
       cuda::moe_decode(x.as<bf16>() + r0 * x.ld, x.ld, std::min(chunk, T - r0), ex, ids + r0 * slots, weights + r0 * slots, act, y + r0 * ldy, ldy,
                        accumulate, c_.stream);
+  } else if (ex.packed && (T <= kPackedMoeDecodeRows || row_invariant())) {
+    // Packed experts in batches of up to 64 rows (and any window that must be row-invariant): each
+    // chosen expert's packed rows read once for up to four of its pairs, every row the bits
+    // moe_decode gives it. By bytes (35B-A3B q4, a layer at 64 rows): the ~221 chosen experts'
+    // rows, about 0.4 GB, where widening the whole stacks to bf16 for the grouped GEMMs reads 0.45 and
+    // writes 1.6 GB before its products.
+    const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (packed, grouped)", c_.stream);
+    const int64_t chunk = kPackedMoeDecodeRows;
+    void* scratch = c_.scratch.moe_work.get<std::byte>(cuda::moe_decode_grouped_scratch_bytes(std::min(T, chunk), ex));
+    for (int64_t r0 = 0; r0 < T; r0 += chunk)
+      cuda::moe_decode_grouped(x.as<bf16>() + r0 * x.ld, x.ld, std::min(chunk, T - r0), ex, ids + r0 * slots, weights + r0 * slots, scratch,
+                               y + r0 * ldy, ldy, accumulate, c_.stream);
   } else {
     const cuda::StreamProfiler::Scope scope(c_.profiler, "moe experts (grouped)", c_.stream);
     // Packed experts: the layer's stacks widened to bf16 once per window for the grouped GEMMs.

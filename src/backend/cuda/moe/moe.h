@@ -12,7 +12,8 @@
 //                (gate/up with SwiGLU in the epilogue, then down), and a gather that adds each row's
 //                slots in slot order: no host round trip, no per-expert loop on the host
 //   packed       quantized experts (MoeExperts::packed) stay packed: decode rows dequantize the
-//                selected experts' pieces in registers (moe_decode_packed.cu); windows dequantize the
+//                selected experts' pieces in registers (moe_decode_packed.cu; batches of 9 to 64
+//                rows grouped by expert first, moe_decode_grouped.cu); windows dequantize the
 //                layer's stacks into a bf16 scratch (moe_dequantize) for the grouped GEMMs
 //
 // Every launch is graph-capturable (no host synchronisation).
@@ -68,6 +69,14 @@ void moe_route(const float* logits, int64_t ld, int64_t rows, const MoeExperts& 
 std::size_t moe_decode_act_bytes(int64_t rows, const MoeExperts& experts);
 void moe_decode(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights,
                 __nv_bfloat16* act, float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
+
+// Packed experts in batches of more than kMoeDecodeRows rows (any count): the (row, slot) pairs
+// grouped by expert first, so each chosen expert's packed rows are read once for up to four of its
+// pairs (moe_decode_grouped.cu); every row the same bits as moe_decode gives it. Scratch of
+// moe_decode_grouped_scratch_bytes(rows) (16-byte aligned).
+std::size_t moe_decode_grouped_scratch_bytes(int64_t rows, const MoeExperts& experts);
+void moe_decode_grouped(const __nv_bfloat16* x, int64_t ldx, int64_t rows, const MoeExperts& experts, const int32_t* ids, const float* weights,
+                        void* scratch, float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
 
 // Windows: the same with the grouped GEMMs (bf16 experts: moe_dequantize packed ones first); scratch of moe_window_scratch_bytes(rows) (16-byte
 // aligned). Any number of rows.

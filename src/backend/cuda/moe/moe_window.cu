@@ -1,19 +1,18 @@
 // moe_window: the experts of a prompt window (or a large decode batch) as grouped GEMMs.
 //
-// 1. group (one block): the (row, slot) pairs counted per expert, each expert's run padded to the
-//    GEMM's row tile, every pair given a place in its expert's run (`sorted`: the row each place
-//    reads, -1 for padding; `place`: where pair (row, slot) went) and every tile its expert.
-//    Places within a run are handed out by shared-memory atomics, so their order varies from run to
-//    run; it does not matter: a tensor-core product's output row depends on its own input row only.
+// 1. moe_group (moe_group.h): the (row, slot) pairs grouped by expert, each expert's run padded to
+//    the GEMM's row tile (the places' order within a run varies; a tensor-core product's output row
+//    depends on its own input row only).
 // 2. gate/up: act[place] = bf16(silu(x[row]·Gᵀ) ⊙ (x[row]·Uᵀ)) for all tiles of all experts in one
 //    launch (mma.sync m16n8k16, cp.async pipeline; a tile's weight rows are gate rows and the up
 //    rows of the same FFN columns, half and half, so SwiGLU happens in the epilogue).
 // 3. down: out[place] = act[place]·Dᵀ, f32.
-// 4. gather: y[row] (+)= Σ_slot w[row, slot] · out[place(row, slot)], slots in order.
+// 4. moe_gather: y[row] (+)= Σ_slot w[row, slot] · out[place(row, slot)], slots in order.
 #include <algorithm>
 
 #include "backend/cuda/moe/grouped_tile.cuh"
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_group.h"
 #include "backend/cuda/moe/moe_grouped_wgmma.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
@@ -29,8 +28,6 @@ using bf16 = __nv_bfloat16;
 constexpr int BK = 32;   // K per pipeline stage
 constexpr int kPad = 8;  // bf16 of padding per shared row: ldmatrix's eight row addresses hit distinct banks
 constexpr int kLd = BK + kPad;
-constexpr int kGroupThreads = 1024;
-constexpr std::size_t kGroupSmem = (3 * kMoeMaxExperts + 4) * sizeof(int32_t);
 // A tile of BM rows (32, 64 or 128) by BN weight rows (128 or 256): warps of WM rows (32 or 64) x
 // 64 weight rows, BM/WM along the rows and BN/64 along the weight rows. Larger tiles read fewer
 // bytes per product (a 64x128 tile 43 products per element loaded, 128x256 85) and larger warps
@@ -54,9 +51,6 @@ int tile_rows(int64_t rows, const MoeExperts& ex) {
   return pairs < 32 * experts ? 32 : pairs < 128 * experts ? 64 : 128;
 }
 
-// The grouping's upper bounds for `pairs` (row, slot) pairs over `groups` experts.
-int64_t max_tiles(int64_t pairs, int64_t groups, int BM) { return (pairs + BM - 1) / BM + groups; }
-
 struct Layout {
   int BM;  // tile rows
   int64_t pairs, groups, tiles, places;
@@ -68,7 +62,7 @@ Layout layout(int64_t rows, const MoeExperts& ex) {
   l.BM = tile_rows(rows, ex);
   l.pairs = rows * ex.slots;
   l.groups = ex.experts + (ex.shared ? 1 : 0);
-  l.tiles = max_tiles(l.pairs, l.groups, l.BM);
+  l.tiles = moe_group_max_tiles(l.pairs, l.groups, l.BM);
   l.places = l.tiles * l.BM;
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -83,38 +77,6 @@ Layout layout(int64_t rows, const MoeExperts& ex) {
   l.out = take(static_cast<std::size_t>(l.places * ex.hidden) * sizeof(float));
   l.total = at;
   return l;
-}
-
-__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* ids, int64_t pairs, int slots, int groups, int64_t tiles, int BM,
-                                                                  int32_t* sorted, int32_t* place, int32_t* tile_expert) {
-  chained_kernel_start();
-  extern __shared__ float4 smem_raw[];
-  int32_t* count = reinterpret_cast<int32_t*>(smem_raw);  // [groups]
-  int32_t* cursor = count + kMoeMaxExperts + 1;           // [groups]
-  int32_t* first_tile = cursor + kMoeMaxExperts + 1;      // [groups + 1]
-  for (int e = threadIdx.x; e < groups; e += kGroupThreads) count[e] = 0;
-  for (int64_t p = threadIdx.x; p < tiles * BM; p += kGroupThreads) sorted[p] = -1;
-  __syncthreads();
-  for (int64_t n = threadIdx.x; n < pairs; n += kGroupThreads) atomicAdd(&count[ids[n]], 1);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t t = 0;
-    for (int e = 0; e < groups; ++e) {
-      first_tile[e] = t;
-      cursor[e] = t * BM;
-      t += (count[e] + BM - 1) / BM;
-    }
-    first_tile[groups] = t;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < groups; e += kGroupThreads)
-    for (int32_t t = first_tile[e]; t < first_tile[e + 1]; ++t) tile_expert[t] = e;
-  for (int64_t t = first_tile[groups] + threadIdx.x; t < tiles; t += kGroupThreads) tile_expert[t] = -1;
-  for (int64_t n = threadIdx.x; n < pairs; n += kGroupThreads) {
-    const int32_t at = atomicAdd(&cursor[ids[n]], 1);
-    sorted[at] = static_cast<int32_t>(n / slots);
-    place[n] = at;
-  }
 }
 
 // One tile: rows [tile·BM, +BM) of the places (all of one expert), weight rows [n0, +BN) of that
@@ -243,31 +205,6 @@ __global__ void __launch_bounds__(Tile<BM, BN, WM>::kThreads)
   }
 }
 
-// y[row] (+)= Σ_slot w · out[place]: four columns per thread.
-__global__ void moe_gather_kernel(const float* out, const int32_t* place, const float* weights, int slots, int64_t H, int64_t rows, float* y,
-                                  int64_t ldy, bool accumulate) {
-  chained_kernel_start();
-  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
-  if (c >= H) return;
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    float4 sum = make_float4(0, 0, 0, 0);
-    for (int s = 0; s < slots; ++s) {
-      const float w = weights[row * slots + s];
-      const float4 v = *reinterpret_cast<const float4*>(out + static_cast<int64_t>(place[row * slots + s]) * H + c);
-      sum.x = fmaf(w, v.x, sum.x);
-      sum.y = fmaf(w, v.y, sum.y);
-      sum.z = fmaf(w, v.z, sum.z);
-      sum.w = fmaf(w, v.w, sum.w);
-    }
-    float4* dst = reinterpret_cast<float4*>(y + row * ldy + c);
-    if (accumulate) {
-      const float4 h = *dst;
-      sum = make_float4(h.x + sum.x, h.y + sum.y, h.z + sum.z, h.w + sum.w);
-    }
-    *dst = sum;
-  }
-}
-
 // gate/up (with SwiGLU) into act, then down into out, over all experts' tiles.
 template <int BM, int BN, int WM = 32>
 void grouped_gemms(const bf16* x, int64_t ldx, int64_t tiles, const MoeExperts& ex, const int32_t* sorted, const int32_t* tile_expert, bf16* act,
@@ -313,9 +250,7 @@ void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   auto* act = reinterpret_cast<bf16*>(s + l.act);
   auto* out = reinterpret_cast<float*>(s + l.out);
 
-  launch_chained(moe_group_kernel, dim3(1), dim3(kGroupThreads), kGroupSmem, stream, ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles,
-                 l.BM, sorted, place, tile_expert);
-  QWENRT_CUDA_CHECK_LAUNCH();
+  moe_group(ids, l.pairs, ex.slots, static_cast<int>(l.groups), l.tiles, l.BM, sorted, place, tile_expert, stream);
   // Prompt windows: 128 x 256 tiles of 64 x 64 warps (35B-A3B 8k prefill on an H100: 33.8k tok/s
   // with 64 x 128 tiles, 39.4k with 128 x 256 of 32 x 64 warps, 40.0k with 64 x 64 warps, 37.3k
   // with 128 x 128: bench/results/2026-12-06-0630-h100-moe-tiles.md).
@@ -323,12 +258,7 @@ void moe_window(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, 
   else if (l.BM == 64) grouped_gemms<64, 128>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   else if (moe_wgmma_enabled()) moe_grouped_gemms_wgmma(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
   else grouped_gemms<128, 256, 64>(x, ldx, l.tiles, ex, sorted, tile_expert, act, out, stream);
-  constexpr int kGatherThreads = 256;
-  const dim3 gather_grid(static_cast<unsigned>((ex.hidden / 4 + kGatherThreads - 1) / kGatherThreads),
-                         static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-  launch_chained(moe_gather_kernel, gather_grid, dim3(kGatherThreads), 0, stream, static_cast<const float*>(out), static_cast<const int32_t*>(place),
-                 weights, ex.slots, ex.hidden, rows, y, ldy, accumulate);
-  QWENRT_CUDA_CHECK_LAUNCH();
+  moe_gather(out, place, weights, ex.slots, ex.hidden, rows, y, ldy, accumulate, stream);
 }
 
 }  // namespace qwenrt::cuda
