@@ -226,7 +226,8 @@ QWENRT_AVX2 void tile(const Int8Activations& a, int64_t i0, const Weight& w, int
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
   const XRows<NX> xr(a, i0);
-  const auto &xv = xr.v, &dv = xr.d, &uv = xr.u, &cv = xr.c;
+  const auto& xv = xr.v;
+  const auto &dv = xr.d, &uv = xr.u, &cv = xr.c;
   __m256 acc[NX][NW];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i)
@@ -325,7 +326,8 @@ QWENRT_VNNI void tile_vnni(const Int8Activations& a, int64_t i0, const Weight& w
 #pragma GCC unroll 8
   for (int j = 0; j < NW; ++j) rows[j] = reinterpret_cast<const uint8_t*>(w.data + static_cast<std::size_t>(r + j) * stride);
   const XRows<NX> xr(a, i0);
-  const auto &xv = xr.v, &dv = xr.d, &uv = xr.u, &cv = xr.c;
+  const auto& xv = xr.v;
+  const auto &dv = xr.d, &uv = xr.u, &cv = xr.c;
   __m512 acc[NX][NP];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i)
