@@ -14,6 +14,7 @@
 #include "text/jinja/jinja_methods.h"
 #include "text/jinja/jinja_objects.h"
 #include "text/jinja/jinja_operators.h"
+#include "text/jinja/jinja_pyformat.h"
 #include "text/jinja/jinja_tests.h"
 #include "text/jinja/jinja_unicode.h"
 #include "text/unicode/unicode_utf8.h"
@@ -319,18 +320,25 @@ std::optional<double> parse_python_float(const std::string& text) {
   return d;
 }
 
+// A finite float truncated towards zero, as Python's int() does; Python's result is unbounded, this
+// interpreter's 64-bit (a float outside that range is an error, never a converted garbage value).
+Value truncated_int(double d) {
+  const double t = std::trunc(d);
+  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+    throw_unsupported("integer overflow: int(" + python_float_repr(d) + ") is outside the 64 bits this interpreter's integers have");
+  return Value::integer(static_cast<std::int64_t>(t));
+}
+
 Value filter_int(Interpreter&, const Value& v, CallArgs& args) {
   ArgBinder a("int", args, {"default", "base"}, {Value::integer(0), Value::integer(10)});
   if (v.is_int() || v.is_bool()) return Value::integer(v.to_int());
   if (v.is_float()) {
     if (!std::isfinite(v.as_float())) return a[0];
-    return Value::integer(static_cast<std::int64_t>(std::trunc(v.as_float())));
+    return truncated_int(v.as_float());
   }
   if (v.is_string()) {
     if (auto i = parse_python_int(v.as_string(), static_cast<int>(int_arg(a[1], "base")))) return Value::integer(*i);
-    if (auto d = parse_python_float(v.as_string()); d && std::isfinite(*d)) {
-      return Value::integer(static_cast<std::int64_t>(std::trunc(*d)));
-    }
+    if (auto d = parse_python_float(v.as_string()); d && std::isfinite(*d)) return truncated_int(*d);
   }
   return a[0];
 }

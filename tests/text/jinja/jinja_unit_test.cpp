@@ -122,6 +122,18 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
   EXPECT_EQ(e.line(), 2);
 }
 
+// Python's int() of a float is unbounded; this interpreter's integers are 64-bit: a float past that
+// range is an integer-overflow error (found by chat_template_fuzz: a factorial of 8.9e37), not a
+// converted garbage value. Within range it truncates towards zero, from floats and float strings.
+TEST(JinjaErrors, IntOfAHugeFloatIsAnOverflowError) {
+  EXPECT_EQ(render("{{ 2.9|int }} {{ (-2.9)|int }} {{ '-3.7'|int }} {{ 9.2e18|int }}"), "2 -2 -3 9200000000000000000");
+  for (const char* source : {"{{ 2.88889e38|int }}", "{{ (-1e19)|int }}", "{{ 9.3e18|int }}", "{{ '1e30'|int }}"}) {
+    TemplateError e = render_error(source);
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << source;
+    EXPECT_NE(e.message().find("integer overflow"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JinjaErrors, RuntimeErrorsCarryLineNumbers) {
   TemplateError e = render_error("a\nb\n{{ raise_exception('boom') }}");
   EXPECT_EQ(e.kind(), ErrorKind::Raised);
