@@ -16,6 +16,7 @@
 //   4. down: out[place] = act[place] · D, f32, grid (hidden columns / 8, tiles)
 //   5. moe_gather into y
 #include "backend/cuda/moe/moe.h"
+#include "backend/cuda/moe/moe_decode_packed.h"
 #include "backend/cuda/moe/moe_group.h"
 #include "backend/cuda/ptx/gate_math.cuh"
 #include "backend/cuda/ptx/mma.cuh"
@@ -170,14 +171,7 @@ void moe_decode_grouped(const bf16* x, int64_t ldx, int64_t rows, const MoeExper
     fail("moe_decode_grouped: H, I and the row strides must be multiples of 8 (y: 4) with 16-byte aligned rows");
   if (ex.experts + (ex.shared ? 1 : 0) > kMoeMaxExperts + 1) fail("moe_decode_grouped: ", ex.experts, " experts (at most ", kMoeMaxExperts, ")");
   if (rows <= 0) return;
-  const QuantMatrix& gu = ex.gate_up_packed;
-  const QuantMatrix& d = ex.down_packed;
-  check_quant_matrix(gu, "moe_decode_grouped (gate/up)");
-  check_quant_matrix(d, "moe_decode_grouped (down)");
-  const int64_t stacked = ex.experts + (ex.shared ? 1 : 0);
-  if (gu.kind != d.kind || gu.cols != ex.hidden || d.cols != ex.inter || gu.rows != stacked * 2 * ex.inter || d.rows != stacked * ex.hidden)
-    fail("moe_decode_grouped: packed experts of ", gu.rows, "x", gu.cols, " and ", d.rows, "x", d.cols, " for ", stacked, " experts of H ", ex.hidden,
-         ", I ", ex.inter);
+  check_packed_experts(ex, "moe_decode_grouped");
   const Layout l = layout(rows, ex);
   if (l.places > (int64_t{1} << 31) - 1) fail("moe_decode_grouped: ", rows, " rows is too many for one call");
   std::byte* s = static_cast<std::byte*>(scratch);
@@ -191,7 +185,7 @@ void moe_decode_grouped(const bf16* x, int64_t ldx, int64_t rows, const MoeExper
   const dim3 gather_grid(static_cast<unsigned>(l.places));
   launch_chained(gather_rows_kernel, gather_grid, dim3(128), 0, stream, x, ldx, static_cast<const int32_t*>(sorted), ex.hidden, xg);
   QWENRT_CUDA_CHECK_LAUNCH();
-  switch (gu.kind) {
+  switch (ex.gate_up_packed.kind) {
     case QuantKind::Affine4: products<QuantKind::Affine4>(xg, ex, l.tiles, tile_expert, act, out, stream); break;
     case QuantKind::Affine8: products<QuantKind::Affine8>(xg, ex, l.tiles, tile_expert, act, out, stream); break;
     case QuantKind::Fp8: products<QuantKind::Fp8>(xg, ex, l.tiles, tile_expert, act, out, stream); break;

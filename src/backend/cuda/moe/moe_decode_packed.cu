@@ -2,6 +2,8 @@
 // kernels (moe_decode.cu), each 16-byte piece of a selected expert's row dequantized in registers
 // and multiplied as the warp-per-row quantized products do (quant/piece_dot.cuh): a row's result
 // does not depend on the other rows. Only the selected experts' packed bytes are read.
+#include <string>
+
 #include "backend/cuda/moe/moe.h"
 #include "backend/cuda/moe/moe_decode_packed.h"
 #include "backend/cuda/ptx/gate_math.cuh"
@@ -134,17 +136,21 @@ void launch(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, cons
 
 }  // namespace
 
-void moe_decode_packed(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
-                       int64_t ldy, bool accumulate, cudaStream_t stream) {
+void check_packed_experts(const MoeExperts& ex, const char* what) {
   const QuantMatrix& gu = ex.gate_up_packed;
   const QuantMatrix& d = ex.down_packed;
-  check_quant_matrix(gu, "moe_decode (gate/up)");
-  check_quant_matrix(d, "moe_decode (down)");
+  check_quant_matrix(gu, (std::string(what) + " (gate/up)").c_str());
+  check_quant_matrix(d, (std::string(what) + " (down)").c_str());
   const int64_t stacked = ex.experts + (ex.shared ? 1 : 0);
   if (gu.kind != d.kind || gu.cols != ex.hidden || d.cols != ex.inter || gu.rows != stacked * 2 * ex.inter || d.rows != stacked * ex.hidden)
-    fail("moe_decode: packed experts of ", gu.rows, "x", gu.cols, " and ", d.rows, "x", d.cols, " for ", stacked, " experts of H ", ex.hidden,
-         ", I ", ex.inter);
-  switch (gu.kind) {
+    fail(what, ": packed experts of ", gu.rows, "x", gu.cols, " and ", d.rows, "x", d.cols, " for ", stacked, " experts of H ", ex.hidden, ", I ",
+         ex.inter);
+}
+
+void moe_decode_packed(const bf16* x, int64_t ldx, int64_t rows, const MoeExperts& ex, const int32_t* ids, const float* weights, bf16* act, float* y,
+                       int64_t ldy, bool accumulate, cudaStream_t stream) {
+  check_packed_experts(ex, "moe_decode");
+  switch (ex.gate_up_packed.kind) {
     case QuantKind::Affine4: return launch<QuantKind::Affine4>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
     case QuantKind::Affine8: return launch<QuantKind::Affine8>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
     case QuantKind::Fp8: return launch<QuantKind::Fp8>(x, ldx, rows, ex, ids, weights, act, y, ldy, accumulate, stream);
